@@ -1,0 +1,1 @@
+"""dynocerts: making, loading and checking the TLS material of dynolog and dyno."""

@@ -1,0 +1,1 @@
+"""One module per `dyno` subcommand, each with its options and its ``run``."""

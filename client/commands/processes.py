@@ -1,0 +1,68 @@
+"""``dyno processes``: the processes registered with the daemon, one row each."""
+
+from __future__ import annotations
+
+import time
+from typing import List
+
+import typer
+from dynoproto import dynolog_pb2 as pb
+
+from ..connection import Target, connect
+from ..output import as_dict, duration, print_json, table
+
+_CLIENT = {pb.CLIENT_KIND_PLUGIN: "plugin", pb.CLIENT_KIND_KINETO: "kineto"}
+HEADERS = (
+    "PID",
+    "HOST PID",
+    "JOB",
+    "RANK",
+    "LOCAL",
+    "DEVICES",
+    "BACKEND",
+    "CLIENT",
+    "AGE",
+    "SEEN",
+    "TRACE",
+    "MONITOR",
+)
+
+
+def run(
+    ctx: typer.Context,
+    job_id: int = typer.Option(0, "--job-id", help="only this job's processes (0: every job)"),
+) -> None:
+    """List registered processes: pid (and host pid inside containers), job, rank, devices, client, state."""
+    target: Target = ctx.obj
+    with connect(target) as stub:
+        reply = stub.ListProcesses(pb.ListProcessesRequest(job_id=job_id), timeout=target.timeout)
+    if target.json:
+        print_json(as_dict(reply)["processes"])
+        return
+    if not reply.processes:
+        print(
+            "No processes registered. Start jobs with MSMONITOR_USE_DAEMON=1 (plugin) or"
+            " KINETO_USE_DAEMON=1, and the daemon with --enable-ipc-monitor."
+        )
+        return
+    print(table(HEADERS, [_row(p) for p in reply.processes]))
+
+
+def _row(p: pb.ProcessInfo) -> List[str]:
+    def num(value: int) -> str:
+        return "-" if value < 0 else str(value)
+
+    return [
+        str(p.pid),
+        str(p.host_pid) if p.host_pid != p.pid else "",
+        str(p.job_id),
+        num(p.rank),
+        num(p.local_rank),
+        ",".join(map(str, p.devices)) or "-",
+        p.backend,
+        "+".join(_CLIENT.get(c, "?") for c in p.clients),
+        duration(time.time() - p.registered_at),
+        duration(p.last_seen_s) + " ago",
+        pb.TraceState.Name(p.trace_state).removeprefix("TRACE_STATE_").lower(),
+        pb.MonitorState.Name(p.monitor_state).removeprefix("MONITOR_STATE_").lower(),
+    ]

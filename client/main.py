@@ -1,0 +1,76 @@
+"""``dyno``: the command line. Global options come before the subcommand, as in dynolog's dyno.
+
+dyno --hostname node01 --certs-dir ./pki/client status
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Optional
+
+import typer
+
+from . import __version__
+from .commands import processes, status, version
+from .connection import Target
+from .exits import CliError
+
+app = typer.Typer(
+    name="dyno",
+    help="Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"dyno {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def global_options(
+    ctx: typer.Context,
+    hostname: str = typer.Option("localhost", "--hostname", help="host running dynolog"),
+    port: int = typer.Option(1778, "--port", min=1, max=65535, help="dynolog's gRPC port"),
+    certs_dir: Optional[str] = typer.Option(
+        None, "--certs-dir", help="directory with ca.crt, client.crt, client.key for mutual TLS, or NO_CERTS"
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="seconds to wait for the daemon"),
+    json_output: bool = typer.Option(False, "--json", help="machine-readable JSON on stdout, nothing else"),
+    _version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="print dyno's version and exit"
+    ),
+) -> None:
+    ctx.obj = Target(hostname=hostname, port=port, certs_dir=certs_dir, timeout=timeout, json=json_output)
+
+
+def _command(name: str, run: Callable[..., None]) -> None:
+    """Register a subcommand; a CliError it raises becomes its message on stderr and its exit code."""
+
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            run(*args, **kwargs)
+        except CliError as exc:
+            print(f"dyno: {exc}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+
+    app.command(name)(wrapper)
+
+
+_command("status", status.run)
+_command("version", version.run)
+_command("processes", processes.run)
+
+
+def main() -> None:
+    app(prog_name="dyno")
+
+
+if __name__ == "__main__":
+    main()

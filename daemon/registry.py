@@ -1,0 +1,150 @@
+"""The processes this daemon knows, one record per process, keyed by its kernel-verified pid.
+
+A process may reach the daemon through this project's plugin (``mm.hello``), through stock Kineto's
+``req`` polls, or both; either way it is one record, so it shows once and gets a command once.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+from msmonitor_plugin import wire
+
+
+class ClientKind(enum.Enum):
+    PLUGIN = "plugin"
+    KINETO = "kineto"
+
+
+class TraceState(enum.IntEnum):
+    UNINITIALIZED = 0
+    IDLE = 1
+    READY = 2
+    RUNNING = 3
+
+
+class MonitorState(enum.IntEnum):
+    UNINITIALIZED = 0
+    IDLE = 1
+    RUNNING = 2
+
+
+@dataclass
+class ProcessRecord:
+    host_pid: int  # kernel-verified (SO_PASSCRED), in the daemon's pid namespace
+    pid: int  # as the process sees itself
+    uid: int
+    ancestors: Tuple[int, ...] = ()
+    job_id: int = 0
+    rank: int = -1
+    local_rank: int = -1
+    world_size: int = -1
+    devices: Tuple[int, ...] = ()
+    backend: str = "kineto"
+    hostname: str = ""
+    versions: Dict[str, str] = field(default_factory=dict)
+    plugin_version: str = ""
+    capabilities: Tuple[str, ...] = ()
+    clients: Set[ClientKind] = field(default_factory=set)
+    # Where to reach each client: the plugin accepts pushes, Kineto only replies to polls.
+    addresses: Dict[ClientKind, wire.Address] = field(default_factory=dict)
+    current_step: int = 0
+    trace_state: TraceState = TraceState.UNINITIALIZED
+    monitor_state: MonitorState = MonitorState.UNINITIALIZED
+    registered_at: float = field(default_factory=time.time)
+    last_seen: float = field(default_factory=time.monotonic)
+
+    def pid_chain(self) -> Tuple[int, ...]:
+        """Every pid a ``--pids`` filter may name for this process: itself (both views), then ancestors."""
+        return (self.host_pid, self.pid, *self.ancestors)
+
+
+class Registry:
+    def __init__(self, keepalive_s: float) -> None:
+        self.keepalive_s = keepalive_s
+        self._by_pid: Dict[int, ProcessRecord] = {}
+        # ctxt registrations (job, device) -> pids, answered with their count as dynolog does.
+        self._contexts: Dict[Tuple[int, int], Set[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_pid)
+
+    def __iter__(self) -> Iterator[ProcessRecord]:
+        return iter(list(self._by_pid.values()))
+
+    def get(self, host_pid: int) -> Optional[ProcessRecord]:
+        return self._by_pid.get(host_pid)
+
+    def _touch(
+        self, host_pid: int, pid: int, uid: int, kind: ClientKind, address: wire.Address
+    ) -> ProcessRecord:
+        record = self._by_pid.get(host_pid)
+        if record is None:
+            record = self._by_pid[host_pid] = ProcessRecord(host_pid=host_pid, pid=pid, uid=uid)
+        record.clients.add(kind)
+        record.addresses[kind] = address
+        record.last_seen = time.monotonic()
+        return record
+
+    def kineto_poll(
+        self, host_pid: int, uid: int, request: wire.KinetoRequest, address: wire.Address
+    ) -> ProcessRecord:
+        record = self._touch(host_pid, request.pids[0], uid, ClientKind.KINETO, address)
+        record.job_id = request.job_id
+        if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
+            record.ancestors = tuple(request.pids[1:])
+            if record.trace_state is TraceState.UNINITIALIZED:
+                record.trace_state = TraceState.IDLE
+        return record
+
+    def plugin_hello(
+        self, host_pid: int, uid: int, hello: wire.Hello, address: wire.Address
+    ) -> ProcessRecord:
+        record = self._touch(host_pid, hello.pid, uid, ClientKind.PLUGIN, address)
+        record.ancestors = tuple(hello.ancestors)
+        record.job_id = hello.job_id
+        record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
+        record.devices = tuple(hello.devices)
+        record.backend = hello.backend
+        record.hostname = hello.hostname
+        record.versions = dict(hello.versions)
+        record.plugin_version = hello.plugin_version
+        record.capabilities = tuple(hello.capabilities)
+        record.current_step = hello.step
+        if record.trace_state is TraceState.UNINITIALIZED:
+            record.trace_state = TraceState.IDLE
+        if record.monitor_state is MonitorState.UNINITIALIZED:
+            record.monitor_state = MonitorState.IDLE
+        return record
+
+    def context(self, host_pid: int, context: wire.KinetoContext) -> int:
+        """Register a ``ctxt``; returns how many processes the (job, device) pair now has."""
+        pids = self._contexts.setdefault((context.job_id, context.device), set())
+        pids.add(host_pid)
+        return len(pids)
+
+    def plugin_bye(self, host_pid: int) -> None:
+        record = self._by_pid.get(host_pid)
+        if record is None:
+            return
+        record.clients.discard(ClientKind.PLUGIN)
+        record.addresses.pop(ClientKind.PLUGIN, None)
+        if not record.clients:
+            self._forget(host_pid)
+
+    def expire(self, now: Optional[float] = None) -> List[ProcessRecord]:
+        """Forget processes not heard from within the keep-alive; returns them."""
+        now = time.monotonic() if now is None else now
+        stale = [r for r in self._by_pid.values() if now - r.last_seen > self.keepalive_s]
+        for record in stale:
+            self._forget(record.host_pid)
+        return stale
+
+    def _forget(self, host_pid: int) -> None:
+        del self._by_pid[host_pid]
+        for pids in self._contexts.values():
+            pids.discard(host_pid)
+        self._contexts = {key: pids for key, pids in self._contexts.items() if pids}

@@ -1,0 +1,147 @@
+"""The daemon's life: start (log, IPC, gRPC), serve until a signal, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import grpc
+from dynoproto import SERVICE
+from dynoproto import dynolog_pb2_grpc as pb_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from msmonitor_plugin import wire
+
+from . import __version__, logs
+from .config import NO_CERTS, DaemonConfig
+from .ipc import IpcError
+from .ipc_monitor import IpcMonitor
+from .registry import Registry
+from .service import DynologService
+
+log = logging.getLogger("dynolog")
+
+
+class StartupError(RuntimeError):
+    """A reason the daemon cannot start, worded for the operator."""
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.registry = Registry(config.process_keepalive_s)
+        self.ipc: Optional[IpcMonitor] = None
+        self.port: int = 0
+        self._server: Optional[grpc.aio.Server] = None
+        self._health = health.aio.HealthServicer()
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def start(self) -> None:
+        config = self.config
+        tls = self._check_transport()
+        if config.enable_ipc_monitor:
+            self.ipc = IpcMonitor(self.registry, config.ipc_allowed_uids)
+            try:
+                self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
+            except IpcError as exc:
+                self.ipc.close()
+                raise StartupError(str(exc)) from None
+        self._server = self._build_server(tls)
+        try:
+            self.port = self._server.add_insecure_port(config.grpc_target)
+        except RuntimeError:
+            self.port = 0
+        if self.port == 0:
+            raise StartupError(
+                f"cannot listen on {config.grpc_target}: the port is in use or the address is not local"
+            )
+        await self._server.start()
+        for name in ("", SERVICE):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for name in config.ignored_flags:
+            log.warning("flag --%s belongs to the C++ dynolog and is ignored here", name)
+        ipc = ", ".join(e.describe() for e in self.ipc.endpoints) if self.ipc else "off"
+        log.info(
+            "dynolog %s serving gRPC on %s:%d, IPC %s", __version__, config.listen_address, self.port, ipc
+        )
+        # One line on stdout for supervisors and tests: the daemon is ready, and where.
+        print(f"dynolog ready grpc={config.listen_address}:{self.port} ipc={ipc}", flush=True)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=1.0)
+        if self.ipc is not None:
+            self.ipc.close()
+        log.info("dynolog stopped")
+
+    def _ipc_addresses(self) -> List[wire.Address]:
+        return [wire.endpoint_address(wire.DAEMON_ENDPOINT, self.config.ipc_socket_dir)]
+
+    def _check_transport(self) -> bool:
+        """Whether gRPC uses TLS; plaintext beyond loopback needs the explicit NO_CERTS."""
+        certs_dir = self.config.certs_dir
+        if certs_dir is not None and certs_dir != NO_CERTS:
+            raise StartupError(f"--certs-dir {certs_dir}: TLS is not available in this build; use {NO_CERTS}")
+        if certs_dir is None and not _is_loopback(self.config.listen_address):
+            raise StartupError(
+                f"refusing to serve plaintext gRPC on {self.config.listen_address} without certificates: "
+                f"give --certs-dir DIR for mutual TLS, or --certs-dir {NO_CERTS} to accept plaintext"
+            )
+        if certs_dir == NO_CERTS and not _is_loopback(self.config.listen_address):
+            log.warning(
+                "serving plaintext gRPC on %s (--certs-dir NO_CERTS): anyone who can reach it can "
+                "trace this node",
+                self.config.listen_address,
+            )
+        return False
+
+    def _build_server(self, tls: bool) -> grpc.aio.Server:
+        server = grpc.aio.server()
+        pb_grpc.add_DynologServicer_to_server(DynologService(self.registry, self.ipc, tls), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        return server
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def run(config: DaemonConfig) -> int:
+    try:
+        logs.configure(config.log_file or Path(), config.log_level)
+    except OSError as exc:
+        print(f"dynolog: cannot write the log file {config.log_file}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(Daemon(config).run())
+    except StartupError as exc:
+        log.error("%s", exc)
+        print(f"dynolog: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        logs.shutdown()
+    return 0

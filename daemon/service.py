@@ -1,0 +1,93 @@
+"""The gRPC servicer: answers `dyno` from the registry and the IPC counters."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+
+import grpc
+from dynoproto import API
+from dynoproto import dynolog_pb2 as pb
+from dynoproto import dynolog_pb2_grpc as pb_grpc
+
+from . import __version__
+from .ipc_monitor import IpcMonitor
+from .registry import ClientKind, ProcessRecord, Registry
+
+_CLIENT_KINDS = {ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN, ClientKind.KINETO: pb.CLIENT_KIND_KINETO}
+
+
+class DynologService(pb_grpc.DynologServicer):
+    def __init__(self, registry: Registry, ipc: IpcMonitor | None, tls: bool) -> None:
+        self._registry = registry
+        self._ipc = ipc
+        self._tls = tls
+        self._started = time.monotonic()
+
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetStatusResponse:
+        records = list(self._registry)
+        response = pb.GetStatusResponse(
+            hostname=socket.gethostname(),
+            version=__version__,
+            pid=os.getpid(),
+            uptime_s=time.monotonic() - self._started,
+            ipc_enabled=self._ipc is not None,
+            processes=len(records),
+            plugin_processes=sum(ClientKind.PLUGIN in r.clients for r in records),
+            kineto_processes=sum(ClientKind.KINETO in r.clients for r in records),
+            tls=self._tls,
+        )
+        if self._ipc is not None:
+            response.ipc_addresses.extend(e.describe() for e in self._ipc.endpoints)
+            c = self._ipc.counters
+            response.ipc.CopyFrom(
+                pb.IpcCounters(
+                    received=c.received,
+                    replied=c.replied,
+                    malformed=c.malformed,
+                    rejected_senders=c.rejected_senders,
+                    send_errors=c.send_errors,
+                )
+            )
+        return response
+
+    async def GetVersion(
+        self, request: pb.GetVersionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetVersionResponse:
+        return pb.GetVersionResponse(version=__version__, api=API, python=platform.python_version())
+
+    async def ListProcesses(
+        self, request: pb.ListProcessesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListProcessesResponse:
+        records = [r for r in self._registry if request.job_id in (0, r.job_id)]
+        records.sort(key=lambda r: (r.job_id, r.rank, r.host_pid))
+        return pb.ListProcessesResponse(processes=[process_info(r) for r in records])
+
+
+def process_info(record: ProcessRecord) -> pb.ProcessInfo:
+    return pb.ProcessInfo(
+        pid=record.pid,
+        host_pid=record.host_pid,
+        ancestors=record.ancestors,
+        job_id=record.job_id,
+        rank=record.rank,
+        local_rank=record.local_rank,
+        world_size=record.world_size,
+        devices=record.devices,
+        backend=record.backend,
+        clients=sorted(_CLIENT_KINDS[k] for k in record.clients),
+        hostname=record.hostname,
+        versions=record.versions,
+        plugin_version=record.plugin_version,
+        capabilities=record.capabilities,
+        registered_at=record.registered_at,
+        last_seen_s=max(0.0, time.monotonic() - record.last_seen),
+        uid=record.uid,
+        current_step=record.current_step,
+        trace_state=int(record.trace_state),
+        monitor_state=int(record.monitor_state),
+    )

@@ -1,0 +1,101 @@
+"""Who this process is: pid chain, job, rank, devices, framework — what registration tells the daemon."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from typing import Dict, List, Mapping
+
+from ._version import __version__
+from .wire import Hello
+
+MAX_ANCESTORS = 10  # as Kineto: the daemon matches --pids against this chain
+
+# Framework modules whose presence names the backend, most specific first.
+_BACKENDS = (("torch_npu", "torch_npu"), ("mindspore", "mindspore"), ("torch", "torch"))
+_DEVICE_ENV = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def ancestors(pid: int) -> List[int]:
+    """Parent, grandparent, … up to :data:`MAX_ANCESTORS`, stopping before pid 1 (as Kineto does)."""
+    chain: List[int] = []
+    current = pid
+    while len(chain) < MAX_ANCESTORS:
+        parent = _parent_of(current)
+        if parent <= 1:
+            break
+        chain.append(parent)
+        current = parent
+    return chain
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    # The command name may contain spaces and parentheses: the fields start after the last ')'.
+    rest = stat[stat.rfind(b")") + 2 :].split()
+    return int(rest[1]) if len(rest) > 1 else 0
+
+
+def _env_int(env: Mapping[str, str], *names: str, default: int = -1) -> int:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value.lstrip("-").isdigit():
+            return int(value)
+    return default
+
+
+def job_id(env: Mapping[str, str]) -> int:
+    return _env_int(env, "MSMONITOR_JOB_ID", "SLURM_JOB_ID", default=0)
+
+
+def devices(env: Mapping[str, str]) -> List[int]:
+    """Visible accelerator ids; with several visible, the local rank's one when it is known."""
+    for name in _DEVICE_ENV:
+        ids = [int(v) for v in env.get(name, "").split(",") if v.strip().isdigit()]
+        if ids:
+            local = _env_int(env, "LOCAL_RANK")
+            return [ids[local]] if 0 <= local < len(ids) and len(ids) > 1 else ids
+    return []
+
+
+def framework() -> Dict[str, str]:
+    """Versions of the frameworks this process has imported (never imports one itself)."""
+    found = {"python": platform.python_version()}
+    for module_name, _ in _BACKENDS:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            found[module_name] = str(getattr(module, "__version__", "unknown"))
+    return found
+
+
+def backend(versions: Mapping[str, str]) -> str:
+    for module_name, name in _BACKENDS:
+        if module_name in versions:
+            return name
+    return "python"
+
+
+def hello(step: int, capabilities: List[str], env: Mapping[str, str] = os.environ) -> Hello:
+    pid = os.getpid()
+    versions = framework()
+    return Hello(
+        pid=pid,
+        ancestors=ancestors(pid),
+        job_id=job_id(env),
+        rank=_env_int(env, "RANK", "RANK_ID"),
+        local_rank=_env_int(env, "LOCAL_RANK"),
+        world_size=_env_int(env, "WORLD_SIZE", "RANK_SIZE"),
+        devices=devices(env),
+        backend=backend(versions),
+        versions=versions,
+        plugin_version=__version__,
+        capabilities=list(capabilities),
+        hostname=socket.gethostname(),
+        step=step,
+    )

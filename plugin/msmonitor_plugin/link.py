@@ -1,0 +1,141 @@
+"""The plugin's connection to the daemon: a background thread that registers, heartbeats and listens.
+
+Nothing here can block or fail the training thread: sends are non-blocking, a missing or restarted
+daemon only delays registration (the next heartbeat re-registers), and every error is logged, not raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import select
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, List, Optional
+
+from . import wire
+from .identity import hello
+
+log = logging.getLogger("msmonitor_plugin")
+
+# Heartbeat bounds: never chattier than 5/s, never quieter than the daemon's keep-alive allows.
+MIN_HEARTBEAT_S = 0.2
+MAX_HEARTBEAT_S = 5.0
+# While no daemon answers, retry with this back-off (doubling) instead of the heartbeat.
+ABSENT_RETRY_S = (0.2, MAX_HEARTBEAT_S)
+
+# Errors that mean "no daemon there right now" rather than a bug.
+_ABSENT = {errno.ECONNREFUSED, errno.ENOENT, errno.EAGAIN, errno.ENOTCONN, errno.EPERM, errno.EACCES}
+
+
+class DaemonLink:
+    """Owns the plugin's datagram socket and the thread that talks to the daemon through it."""
+
+    def __init__(
+        self,
+        socket_dir: str,
+        current_step: Callable[[], int],
+        capabilities: List[str],
+        on_datagram: Optional[Callable[[wire.Datagram], None]] = None,
+    ) -> None:
+        self.daemon = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
+        self.address = wire.endpoint_address(f"msmonitor-{os.getpid()}-{uuid.uuid4().hex[:12]}", socket_dir)
+        self.registered = threading.Event()
+        self.heartbeat_s = MAX_HEARTBEAT_S
+        self._current_step = current_step
+        self._capabilities = capabilities
+        self._on_datagram = on_datagram
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setblocking(False)
+        self._sock.bind(self.address)
+        if isinstance(self.address, str):
+            os.chmod(self.address, 0o600)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="msmonitor-link", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(self, msg_type: str, payload: bytes = b"") -> bool:
+        """One non-blocking send to the daemon; False (and no exception) when it is not there."""
+        try:
+            self._sock.sendto(wire.encode(msg_type, payload), self.daemon)
+            return True
+        except OSError as exc:
+            if exc.errno not in _ABSENT:
+                log.warning("sending %s to dynolog failed: %s", msg_type, exc)
+            return False
+
+    def stop(self) -> None:
+        """Say goodbye to the daemon, stop the thread and remove the socket."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.send(wire.BYE, wire.Bye(pid=os.getpid()).to_payload())
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+        self.close()
+
+    def close(self) -> None:
+        for s in (self._sock, self._wake_r, self._wake_w):
+            s.close()
+        if isinstance(self.address, str):
+            with contextlib.suppress(OSError):
+                os.unlink(self.address)
+
+    def _run(self) -> None:
+        retry = ABSENT_RETRY_S[0]
+        while not self._stopping:
+            try:
+                delivered = self.send(wire.HELLO, self._hello())
+                if delivered:
+                    retry = ABSENT_RETRY_S[0]
+                    wait = self.heartbeat_s
+                else:
+                    self.registered.clear()
+                    wait, retry = retry, min(retry * 2, ABSENT_RETRY_S[1])
+                self._receive_for(wait)
+            except Exception:  # the thread must survive anything; the process must never notice
+                log.exception("msmonitor link error")
+                self._receive_for(MAX_HEARTBEAT_S)
+
+    def _hello(self) -> bytes:
+        return hello(self._current_step(), self._capabilities).to_payload()
+
+    def _receive_for(self, seconds: float) -> None:
+        """Handle datagrams from the daemon until *seconds* pass or stop() is called."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            readable, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+            if self._sock in readable:
+                self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(wire.MAX_DATAGRAM)
+            except (BlockingIOError, InterruptedError):
+                return
+            try:
+                self._handle(wire.decode(data))
+            except wire.WireError as exc:
+                log.warning("dropping a malformed datagram from dynolog: %s", exc)
+
+    def _handle(self, datagram: wire.Datagram) -> None:
+        if datagram.type == wire.ACK:
+            ack = wire.Ack.from_payload(datagram.payload)
+            # Three heartbeats per keep-alive: one lost datagram never makes the daemon forget us.
+            self.heartbeat_s = min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, ack.keepalive_s / 3))
+            self.registered.set()
+        elif self._on_datagram is not None:
+            self._on_datagram(datagram)

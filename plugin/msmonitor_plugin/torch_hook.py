@@ -1,0 +1,63 @@
+"""Step counting for PyTorch, installed when (and only when) the process imports torch itself."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import sys
+from types import ModuleType
+from typing import Any, Optional, Sequence
+
+from .steps import StepCounter
+
+log = logging.getLogger("msmonitor_plugin")
+
+
+def install(counter: StepCounter) -> None:
+    """Hook optimizer steps now if torch is loaded, otherwise as soon as the program imports it."""
+    if "torch" in sys.modules:
+        _hook_optimizers(counter)
+    else:
+        sys.meta_path.insert(0, _TorchImportWatcher(counter))
+
+
+def _hook_optimizers(counter: StepCounter) -> None:
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except ImportError:  # torch < 2.0 or a partial install: explicit step() still works
+        log.warning("torch has no global optimizer step hook; call msmonitor_plugin.step() per step")
+        return
+
+    def on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        counter.optimizer_stepped(optimizer)
+
+    register_optimizer_step_post_hook(on_optimizer_step)
+
+
+class _TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Waits for ``import torch`` to finish, hooks the optimizer, then leaves ``sys.meta_path``."""
+
+    def __init__(self, counter: StepCounter) -> None:
+        self._counter = counter
+
+    def find_spec(
+        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # the finders after this one
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original_exec = loader.exec_module  # type: ignore[attr-defined]
+        counter = self._counter
+
+        def exec_then_hook(module: ModuleType) -> None:
+            original_exec(module)
+            _hook_optimizers(counter)
+
+        loader.exec_module = exec_then_hook  # type: ignore[attr-defined]
+        return spec
