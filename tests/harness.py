@@ -1,0 +1,186 @@
+"""Real processes for tests: the daemon, `dyno`, and training jobs, each started and stopped by the test.
+
+Nothing here sleeps to synchronise: the daemon announces readiness on stdout, workloads announce
+themselves the same way, and state changes are awaited with :func:`wait_until` against a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+T = TypeVar("T")
+
+
+def wait_until(probe: Callable[[], Optional[T]], timeout: float = 20.0, what: str = "condition") -> T:
+    """Re-evaluate *probe* until it returns something truthy; fail with *what* after *timeout*."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(delay)  # back-off between probes of an external process, not synchronisation
+        delay = min(delay * 2, 0.2)
+
+
+def read_line_until(proc: subprocess.Popen, prefix: str, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
+    """Read *proc*'s stdout until a line starting with *prefix*; fail with its output if it exits."""
+    assert proc.stdout is not None
+    seen: List[str] = []
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith(prefix):
+                return line.strip()
+    proc.poll()
+    raise AssertionError(
+        f"no line starting {prefix!r} within {timeout}s (exit code {proc.returncode}); output:\n{''.join(seen)}"
+    )
+
+
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:  # type: ignore[type-arg]
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return proc.returncode
+
+
+@dataclass
+class Daemon:
+    """A real `dynolog` process with its own socket directory, log file and OS-chosen port."""
+
+    workdir: Path
+    args: Sequence[str] = ()
+    netns_of: Optional[int] = None  # run inside the network namespace of this pid
+    proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+    port: int = 0
+    ready_line: str = ""
+    env: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.workdir / "sock"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "dynolog.log"
+
+    def command(self) -> List[str]:
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        base = [str(BIN / "dynolog"), "--enable-ipc-monitor", "--port", "0", "--log-file", str(self.log_file)]
+        if "--ipc-socket-dir" not in self.args and not any(a.startswith("--ipc-socket-dir=") for a in self.args):
+            base += ["--ipc-socket-dir", str(self.socket_dir)]
+        return base + list(self.args)
+
+    def start(self) -> Daemon:
+        cmd = self.command()
+        if self.netns_of is not None:
+            cmd = nsenter(self.netns_of, cmd)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env}
+        )
+        self.ready_line = read_line_until(self.proc, "dynolog ready")
+        self.port = int(self.ready_line.split("grpc=")[1].split()[0].rsplit(":", 1)[1])
+        return self
+
+    def stop(self) -> int:
+        return stop_process(self.proc) if self.proc is not None else 0
+
+    def restart(self) -> Daemon:
+        self.stop()
+        return self.start()
+
+    def dyno(self, *args: str, check: bool = False, timeout: float = 60.0) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+        cmd = [str(BIN / "dyno"), "--port", str(self.port), *args]
+        if self.netns_of is not None:
+            cmd = nsenter(self.netns_of, cmd)
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def dyno_json(self, *args: str) -> Any:
+        return json.loads(self.dyno("--json", *args, check=True).stdout)
+
+    def processes(self) -> List[Dict[str, Any]]:
+        return self.dyno_json("processes")  # type: ignore[no-any-return]
+
+    def process(self, pid: int) -> Optional[Dict[str, Any]]:
+        return next((p for p in self.processes() if p["pid"] == pid), None)
+
+    def client_env(self) -> Dict[str, str]:
+        """Environment for a process that should reach this daemon."""
+        return {"KINETO_IPC_SOCKET_DIR": str(self.socket_dir)}
+
+
+def nsenter(pid: int, cmd: Sequence[str]) -> List[str]:
+    return ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *cmd]
+
+
+@dataclass
+class Workload:
+    """A Python child process from tests/workloads that prints ``ready pid=N`` and runs until stopped."""
+
+    script: str
+    env: Dict[str, str]
+    args: Sequence[str] = ()
+    proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+    pid: int = 0
+
+    def start(self) -> Workload:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKLOADS / self.script), *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**env, **self.env},
+        )
+        line = read_line_until(self.proc, "ready", timeout=120)
+        self.pid = int(line.split("pid=")[1].split()[0])
+        return self
+
+    def stop(self) -> int:
+        """Close stdin (the workload's signal to finish) and wait for it to exit."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        return stop_process(self.proc)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGKILL)

@@ -1,0 +1,46 @@
+"""A small real PyTorch training job: an MLP on random data, SGD, one optimizer step per step.
+
+Prints ``ready pid=N`` once torch is imported and the first step ran, then trains until its stdin
+closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
+"""
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--step-ms", type=float, default=20.0)
+parser.add_argument("--max-steps", type=int, default=1_000_000)
+args = parser.parse_args()
+
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 64), torch.randn(256, 1)
+
+
+def train_step():
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+
+
+for step in range(args.max_steps):
+    begin = time.monotonic()
+    train_step()
+    if step == 0:
+        print(f"ready pid={os.getpid()}", flush=True)
+    if stop.is_set():
+        break
+    # Pad to the requested step time; the wait also returns at once when the test says stop.
+    stop.wait(max(0.0, args.step_ms / 1000 - (time.monotonic() - begin)))
+print(f"done steps={step + 1}", flush=True)
