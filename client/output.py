@@ -7,13 +7,35 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 
 def as_dict(message: Message) -> Dict[str, Any]:
-    return json_format.MessageToDict(
+    """The message as JSON-ready data, every field present, 64-bit integers as numbers.
+
+    (The proto3 JSON mapping writes int64 as strings for JavaScript; our consumers are scripts.)
+    """
+    data = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    _numbers_back(message.DESCRIPTOR, data)
+    return data
+
+
+_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64}
+
+
+def _numbers_back(descriptor: Any, data: Dict[str, Any]) -> None:
+    for f in descriptor.fields:
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.type in _INT64:
+            data[f.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif f.message_type is not None and not f.message_type.GetOptions().map_entry:
+            for item in value if isinstance(value, list) else [value]:
+                _numbers_back(f.message_type, item)
 
 
 def print_json(data: Any) -> None:

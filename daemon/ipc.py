@@ -17,7 +17,7 @@ import socket
 import stat
 import struct
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Tuple
 
 from msmonitor_plugin import wire
 
@@ -137,7 +137,7 @@ class IpcEndpoint:
                 log.exception("IPC handler failed on a datagram from pid %d", sender.pid)
 
 
-def _sender(address: wire.Address, ancdata: list) -> Optional[Sender]:  # type: ignore[type-arg]
+def _sender(address: wire.Address, ancdata: List[Tuple[int, int, bytes]]) -> Optional[Sender]:
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _UCRED.size:
             pid, uid, _gid = _UCRED.unpack_from(payload)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-import grpc
 from dynoproto import SERVICE
 from dynoproto import dynolog_pb2_grpc as pb_grpc
+from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from msmonitor_plugin import wire
@@ -37,8 +38,8 @@ class Daemon:
         self.registry = Registry(config.process_keepalive_s)
         self.ipc: Optional[IpcMonitor] = None
         self.port: int = 0
-        self._server: Optional[grpc.aio.Server] = None
-        self._health = health.aio.HealthServicer()
+        self._server: Optional[aio.Server] = None
+        self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
@@ -73,6 +74,7 @@ class Daemon:
         await self._server.start()
         for name in ("", SERVICE):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        _warn_long_socket_dir(config.ipc_socket_dir)
         for name in config.ignored_flags:
             log.warning("flag --%s belongs to the C++ dynolog and is ignored here", name)
         ipc = ", ".join(e.describe() for e in self.ipc.endpoints) if self.ipc else "off"
@@ -110,8 +112,8 @@ class Daemon:
             )
         return False
 
-    def _build_server(self, tls: bool) -> grpc.aio.Server:
-        server = grpc.aio.server()
+    def _build_server(self, tls: bool) -> aio.Server:
+        server = aio.server()
         pb_grpc.add_DynologServicer_to_server(DynologService(self.registry, self.ipc, tls), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
@@ -119,6 +121,20 @@ class Daemon:
             server,
         )
         return server
+
+
+# sun_path holds 107 bytes; Kineto's client socket is <dir>/dynoconfigclient<36-char uuid>.
+_KINETO_CLIENT_NAME_LEN = len("/dynoconfigclient") + 36
+
+
+def _warn_long_socket_dir(socket_dir: str) -> None:
+    if socket_dir and len(os.fsencode(socket_dir)) + _KINETO_CLIENT_NAME_LEN > 107:
+        log.warning(
+            "--ipc-socket-dir %s is longer than %d bytes: stock Kineto clients cannot bind their sockets "
+            "there (the socket path limit is 107 bytes); choose a shorter directory",
+            socket_dir,
+            107 - _KINETO_CLIENT_NAME_LEN,
+        )
 
 
 def _is_loopback(address: str) -> bool:

@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Callable, Iterator, List
 
 import pytest
-
 from harness import Daemon, Workload
 
 
@@ -20,7 +19,7 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
 
     yield start
     for daemon in started:
-        daemon.stop()
+        daemon.cleanup()
 
 
 @pytest.fixture

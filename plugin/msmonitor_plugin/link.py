@@ -56,6 +56,7 @@ class DaemonLink:
             os.chmod(self.address, 0o600)
         self._wake_r, self._wake_w = socket.socketpair()
         self._stopping = False
+        self._next_hello = 0.0  # monotonic deadline of the next heartbeat
         self._thread = threading.Thread(target=self._run, name="msmonitor-link", daemon=True)
 
     def start(self) -> None:
@@ -101,19 +102,20 @@ class DaemonLink:
                 else:
                     self.registered.clear()
                     wait, retry = retry, min(retry * 2, ABSENT_RETRY_S[1])
-                self._receive_for(wait)
+                self._next_hello = time.monotonic() + wait
+                self._receive_until_next_hello()
             except Exception:  # the thread must survive anything; the process must never notice
                 log.exception("msmonitor link error")
-                self._receive_for(MAX_HEARTBEAT_S)
+                self._next_hello = time.monotonic() + MAX_HEARTBEAT_S
+                self._receive_until_next_hello()
 
     def _hello(self) -> bytes:
         return hello(self._current_step(), self._capabilities).to_payload()
 
-    def _receive_for(self, seconds: float) -> None:
-        """Handle datagrams from the daemon until *seconds* pass or stop() is called."""
-        deadline = time.monotonic() + seconds
+    def _receive_until_next_hello(self) -> None:
+        """Handle datagrams from the daemon until the next heartbeat is due or stop() is called."""
         while not self._stopping:
-            remaining = deadline - time.monotonic()
+            remaining = self._next_hello - time.monotonic()
             if remaining <= 0:
                 return
             readable, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
@@ -136,6 +138,7 @@ class DaemonLink:
             ack = wire.Ack.from_payload(datagram.payload)
             # Three heartbeats per keep-alive: one lost datagram never makes the daemon forget us.
             self.heartbeat_s = min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, ack.keepalive_s / 3))
+            self._next_hello = min(self._next_hello, time.monotonic() + self.heartbeat_s)
             self.registered.set()
         elif self._on_datagram is not None:
             self._on_datagram(datagram)

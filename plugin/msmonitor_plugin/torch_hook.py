@@ -52,12 +52,12 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return spec
         loader = spec.loader
-        original_exec = loader.exec_module  # type: ignore[attr-defined]
+        original_exec = loader.exec_module
         counter = self._counter
 
         def exec_then_hook(module: ModuleType) -> None:
             original_exec(module)
             _hook_optimizers(counter)
 
-        loader.exec_module = exec_then_hook  # type: ignore[attr-defined]
+        loader.exec_module = exec_then_hook  # type: ignore[method-assign]
         return spec

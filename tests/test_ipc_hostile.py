@@ -1,0 +1,98 @@
+"""Whatever arrives on the IPC, the daemon drops what does not parse, counts it, and keeps serving."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+from harness import Daemon
+from msmonitor_plugin import wire
+
+GARBAGE = [
+    b"",  # empty datagram
+    b"\x01" * 10,  # shorter than the header
+    struct.pack("=Q32s", 10_000_000, b"req") + b"x",  # size that lies (huge)
+    struct.pack("=Q32s", 0, b"req") + b"extra",  # size that lies (small)
+    wire.encode(wire.REQ, struct.pack("=iiq", 3, 1 << 30, 0) + b"\x01\x00\x00\x00"),  # huge pid count
+    wire.encode(wire.REQ, struct.pack("=iiq", 3, 0, 0)),  # zero pids
+    wire.encode(wire.REQ, struct.pack("=iiq", 3, 4, 0) + struct.pack("=i", 1)),  # count beyond payload
+    wire.encode(wire.CTXT, b"\x00" * 3),  # short ctxt
+    wire.encode("no-such-type", b"{}"),  # unknown type
+    wire.encode(wire.HELLO, b"{not json"),
+    wire.encode(wire.HELLO, b'{"pid": "one"}'),
+    wire.encode(wire.HELLO, b"[" * 50_000),  # nesting bomb
+    struct.pack("=Q", 0) + b"r" * 32,  # type without NUL
+    b"\x00" * (wire.MAX_DATAGRAM + 100),  # larger than the receive buffer: truncated
+]
+
+
+class Client:
+    """A Kineto-style peer: its own pathname socket, polling with `req` and reading the reply."""
+
+    def __init__(self, daemon: Daemon, name: str) -> None:
+        self.path = str(daemon.socket_dir / name)
+        self.daemon_path = str(daemon.socket_dir / wire.DAEMON_ENDPOINT)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * wire.MAX_DATAGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(5)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendto(data, self.daemon_path)
+
+    def poll(self) -> wire.Datagram:
+        self.send(wire.encode(wire.REQ, wire.KinetoRequest(3, 0, (os.getpid(), os.getppid())).pack()))
+        data, sender = self.sock.recvfrom(wire.MAX_DATAGRAM)
+        assert sender == self.daemon_path, "replies must come from the daemon's bound socket"
+        return wire.decode(data)
+
+    def close(self) -> None:
+        self.sock.close()
+        os.unlink(self.path)
+
+
+def test_malformed_datagrams_are_counted_and_dropped_while_a_good_client_is_served(daemon):
+    attacker, good = Client(daemon, "attacker"), Client(daemon, "good")
+    try:
+        for _ in range(20):
+            for garbage in GARBAGE:
+                attacker.send(garbage)
+            reply = good.poll()
+            assert reply == wire.Datagram(wire.REQ, b"")
+        status = daemon.dyno_json("status")
+        assert status["ipc"]["malformed"] == 20 * len(GARBAGE)
+        assert status["ipc"]["received"] == 21 * len(GARBAGE) + 20 - len(GARBAGE)
+        assert [p["pid"] for p in daemon.processes()] == [os.getpid()]
+    finally:
+        attacker.close()
+        good.close()
+
+
+def test_context_registration_is_answered_with_the_count(daemon):
+    client = Client(daemon, "ctxt")
+    try:
+        client.send(wire.encode(wire.CTXT, wire.KinetoContext(device=3, pid=os.getpid(), job_id=0).pack()))
+        data = client.sock.recv(wire.MAX_DATAGRAM)
+        assert wire.decode(data) == wire.Datagram(wire.CTXT, wire.pack_context_reply(1))
+    finally:
+        client.close()
+
+
+def test_a_client_that_never_reads_its_replies_cannot_stall_the_daemon(daemon):
+    sluggard = Client(daemon, "sluggard")
+    sluggard.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    request = wire.encode(wire.REQ, wire.KinetoRequest(3, 0, (os.getpid(),)).pack())
+    try:
+        for _ in range(3000):  # far more replies than its receive queue holds
+            sluggard.send(request)
+        survivor = Client(daemon, "survivor")
+        try:
+            assert survivor.poll().type == wire.REQ
+        finally:
+            survivor.close()
+        status = daemon.dyno_json("status")["ipc"]
+        assert status["send_errors"] > 0, "replies that could not be queued are dropped, not retried"
+        assert status["replied"] + status["send_errors"] == 3001
+    finally:
+        sluggard.close()

@@ -1,0 +1,14 @@
+"""The committed gRPC stubs are what `make proto` generates from protos/dynolog.proto."""
+
+import runpy
+from pathlib import Path
+
+from harness import REPO
+
+
+def test_generated_stubs_are_current(tmp_path: Path):
+    generator = runpy.run_path(str(REPO / "scripts" / "gen_proto.py"))
+    generator["generate"](tmp_path)
+    for name in generator["OUTPUTS"]:
+        committed = (REPO / "protos" / name).read_text()
+        assert (tmp_path / name).read_text() == committed, f"protos/{name} is stale: run `make proto`"

@@ -1,0 +1,83 @@
+"""Processes register with a real daemon and leave it: plugin, stock Kineto, both, restarts, expiry."""
+
+from __future__ import annotations
+
+import pytest
+from harness import KINETO_1S_CONFIG, Daemon, wait_until
+
+pytestmark = pytest.mark.torch
+
+
+def plugin_env(daemon: Daemon, **extra: str) -> dict:
+    return {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", **extra}
+
+
+def kineto_env(daemon: Daemon) -> dict:
+    return {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
+
+
+def test_a_training_process_registers_with_its_rank_and_job(daemon, start_workload):
+    job = start_workload("train.py", plugin_env(daemon, RANK="3", LOCAL_RANK="1", MSMONITOR_JOB_ID="42"))
+    process = wait_until(lambda: daemon.process(job.pid), what="the trainer to register")
+    assert process["rank"] == 3
+    assert process["local_rank"] == 1
+    assert process["job_id"] == 42
+    assert process["clients"] == ["CLIENT_KIND_PLUGIN"]
+    assert process["ancestors"][0] > 1
+    assert process["trace_state"] == "TRACE_STATE_IDLE"
+    # The .pth hook counts optimizer steps without a code change; heartbeats carry the count.
+    wait_until(
+        lambda: (daemon.process(job.pid) or {}).get("current_step", 0) > 0, what="steps to be reported"
+    )
+    assert daemon.process(job.pid)["backend"] == "torch"
+
+    table = daemon.dyno("processes", check=True).stdout
+    assert str(job.pid) in table and "plugin" in table and "torch" in table
+
+
+def test_a_process_that_exits_leaves_at_once(daemon, start_workload):
+    job = start_workload("train.py", plugin_env(daemon))
+    wait_until(lambda: daemon.process(job.pid), what="registration")
+    assert job.stop() == 0
+    wait_until(lambda: daemon.process(job.pid) is None, timeout=5, what="the goodbye to remove it")
+
+
+def test_a_killed_process_is_forgotten_after_the_keepalive(start_daemon, start_workload):
+    daemon = start_daemon("--process-keepalive-s", "1")
+    job = start_workload("idle.py", plugin_env(daemon))
+    wait_until(lambda: daemon.process(job.pid), what="registration")
+    job.kill()
+    wait_until(lambda: daemon.process(job.pid) is None, timeout=10, what="expiry after the keep-alive")
+    assert "forgot process" in daemon.log_file.read_text()
+
+
+def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
+    job = start_workload("idle.py", plugin_env(daemon, RANK="5"))
+    wait_until(lambda: daemon.process(job.pid), what="registration")
+    daemon.restart()  # the new daemon knows nobody: the plugin's next heartbeat must register it again
+    process = wait_until(lambda: daemon.process(job.pid), timeout=15, what="re-registration")
+    assert process["rank"] == 5
+
+
+def test_stock_pytorch_registers_as_a_kineto_client(daemon, start_workload):
+    job = start_workload("train.py", kineto_env(daemon))
+    process = wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
+    assert process["clients"] == ["CLIENT_KIND_KINETO"]
+    assert process["backend"] == "kineto"
+    status = daemon.dyno_json("status")
+    assert status["kineto_processes"] == 1
+    assert status["ipc"]["replied"] >= 1
+
+
+def test_plugin_and_kineto_in_one_process_are_one_process(daemon, start_workload):
+    env = {**kineto_env(daemon), **plugin_env(daemon, RANK="0")}
+    job = start_workload("train.py", env)
+    both = ["CLIENT_KIND_PLUGIN", "CLIENT_KIND_KINETO"]
+    wait_until(lambda: (daemon.process(job.pid) or {}).get("clients") == both, what="both clients")
+    assert [p["pid"] for p in daemon.processes()] == [job.pid]
+
+
+def test_explicit_init_without_torch(daemon, start_workload):
+    job = start_workload("idle.py", {**daemon.client_env()}, "--init")
+    process = wait_until(lambda: daemon.process(job.pid), what="registration")
+    assert process["backend"] == "python"
