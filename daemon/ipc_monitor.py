@@ -10,7 +10,8 @@ from msmonitor_plugin import wire
 
 from . import __version__
 from .ipc import IpcCounters, IpcEndpoint, Sender
-from .registry import ProcessRecord, Registry
+from .registry import ClientKind, ProcessRecord, Registry
+from .tracing import TraceManager
 
 log = logging.getLogger("dynolog.ipc")
 
@@ -20,11 +21,17 @@ class IpcMonitor:
         self.registry = registry
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
+        self.traces = TraceManager(registry, self._push)
         self._allowed_uids = frozenset(allowed_uids)
+        # The endpoint each plugin process talks through: pushes must leave by the same socket.
+        self._plugin_endpoints: Dict[int, IpcEndpoint] = {}
         self._handlers: Dict[str, Callable[[IpcEndpoint, wire.Datagram, Sender], None]] = {
             wire.REQ: self._on_kineto_request,
             wire.CTXT: self._on_context,
             wire.HELLO: self._on_hello,
+            wire.EVENT: self._on_event,
+            wire.NPU_TRACE_STATUS: self._on_npu_status,
+            wire.NPU_MONITOR_STATUS: self._on_npu_status,
             wire.BYE: self._on_bye,
         }
         self._expiry: Optional[asyncio.TimerHandle] = None
@@ -63,7 +70,8 @@ class IpcMonitor:
         record = self.registry.kineto_poll(sender.pid, sender.uid, request, sender.address)
         if new:
             _log_registered(record)
-        endpoint.send(wire.encode(wire.REQ, b""), sender.address)
+        reply = self.traces.kineto_poll(record, request.config_type)
+        endpoint.send(wire.encode(wire.REQ, reply), sender.address)
 
     def _on_context(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         count = self.registry.context(sender.pid, wire.KinetoContext.unpack(datagram.payload))
@@ -73,31 +81,55 @@ class IpcMonitor:
         hello = wire.Hello.from_payload(datagram.payload)
         new = self.registry.get(sender.pid) is None
         record = self.registry.plugin_hello(sender.pid, sender.uid, hello, sender.address)
+        self._plugin_endpoints[sender.pid] = endpoint
         if new:
             _log_registered(record)
         ack = wire.Ack(keepalive_s=self.registry.keepalive_s, daemon_version=__version__)
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
+        self.traces.plugin_hello(record, hello)
+
+    def _on_event(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        event = wire.TraceEvent.from_payload(datagram.payload)
+        record = self.registry.get(sender.pid)
+        if record is None:
+            raise wire.WireError(f"trace event from unregistered pid {sender.pid}")
+        self.traces.event(record, event)
+
+    def _on_npu_status(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        """msMonitor's status structs (torch_npu / MindSpore through IPCMonitor): kept per process."""
+        status = wire.NpuStatus.unpack(datagram.payload)
+        record = self.registry.get(sender.pid)
+        if record is None:
+            raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
+        self.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         wire.Bye.from_payload(datagram.payload)
-        if self.registry.get(sender.pid) is not None:
-            log.info("process %d left", sender.pid)
+        record = self.registry.get(sender.pid)
+        if record is None:
+            return
+        log.info("process %d left", sender.pid)
+        self.traces.process_gone(record, "exited")
+        self._plugin_endpoints.pop(sender.pid, None)
         self.registry.plugin_bye(sender.pid)
 
+    def _push(self, record: ProcessRecord, data: bytes) -> bool:
+        endpoint = self._plugin_endpoints.get(record.host_pid)
+        address = record.addresses.get(ClientKind.PLUGIN)
+        return endpoint is not None and address is not None and endpoint.send(data, address)
+
     def _schedule_expiry(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Sweep four times per keep-alive: a silent process is gone within 1.25 keep-alives.
+        # Sweep four times per keep-alive (at least every 5 s, which also notices exited processes).
+        interval = min(self.registry.keepalive_s / 4, 5.0)
+
         def sweep() -> None:
             for record in self.registry.expire():
-                log.info(
-                    "forgot process %d (job %d, rank %d): silent for over %.0f s",
-                    record.host_pid,
-                    record.job_id,
-                    record.rank,
-                    self.registry.keepalive_s,
-                )
-            self._expiry = loop.call_later(self.registry.keepalive_s / 4, sweep)
+                log.info("forgot process %d (job %d, rank %d)", record.host_pid, record.job_id, record.rank)
+                self.traces.process_gone(record, "exited or stopped responding")
+                self._plugin_endpoints.pop(record.host_pid, None)
+            self._expiry = loop.call_later(interval, sweep)
 
-        self._expiry = loop.call_later(self.registry.keepalive_s / 4, sweep)
+        self._expiry = loop.call_later(interval, sweep)
 
 
 def _log_registered(record: ProcessRecord) -> None:

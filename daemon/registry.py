@@ -7,6 +7,7 @@ A process may reach the daemon through this project's plugin (``mm.hello``), thr
 from __future__ import annotations
 
 import enum
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Set, Tuple
@@ -30,6 +31,16 @@ class MonitorState(enum.IntEnum):
     UNINITIALIZED = 0
     IDLE = 1
     RUNNING = 2
+
+
+_TRACE_PHASES = {"ready": TraceState.READY, "running": TraceState.RUNNING}
+_NPU_TRACE_STATES = {
+    -1: TraceState.UNINITIALIZED,
+    0: TraceState.IDLE,
+    1: TraceState.RUNNING,
+    2: TraceState.READY,
+}
+_NPU_MONITOR_STATES = {-1: MonitorState.UNINITIALIZED, 0: MonitorState.IDLE, 1: MonitorState.RUNNING}
 
 
 @dataclass
@@ -114,11 +125,20 @@ class Registry:
         record.plugin_version = hello.plugin_version
         record.capabilities = tuple(hello.capabilities)
         record.current_step = hello.step
-        if record.trace_state is TraceState.UNINITIALIZED:
-            record.trace_state = TraceState.IDLE
+        # The plugin's own word on its trace is authoritative (it survives a daemon restart).
+        record.trace_state = _TRACE_PHASES.get(hello.trace_phase, TraceState.IDLE)
         if record.monitor_state is MonitorState.UNINITIALIZED:
             record.monitor_state = MonitorState.IDLE
         return record
+
+    @staticmethod
+    def npu_status(record: ProcessRecord, monitor: bool, status: wire.NpuStatus) -> None:
+        """Apply msMonitor's status values: -1 Uninitialized, 0 Idle, 1 Running, 2 Ready (trace only)."""
+        if monitor:
+            record.monitor_state = _NPU_MONITOR_STATES.get(status.status, record.monitor_state)
+            return
+        record.trace_state = _NPU_TRACE_STATES.get(status.status, record.trace_state)
+        record.current_step = max(record.current_step, status.current_step)
 
     def context(self, host_pid: int, context: wire.KinetoContext) -> int:
         """Register a ``ctxt``; returns how many processes the (job, device) pair now has."""
@@ -136,9 +156,13 @@ class Registry:
             self._forget(host_pid)
 
     def expire(self, now: Optional[float] = None) -> List[ProcessRecord]:
-        """Forget processes not heard from within the keep-alive; returns them."""
+        """Forget processes that exited or were not heard from within the keep-alive; returns them."""
         now = time.monotonic() if now is None else now
-        stale = [r for r in self._by_pid.values() if now - r.last_seen > self.keepalive_s]
+        stale = [
+            r
+            for r in self._by_pid.values()
+            if now - r.last_seen > self.keepalive_s or not os.path.exists(f"/proc/{r.host_pid}")
+        ]
         for record in stale:
             self._forget(record.host_pid)
         return stale

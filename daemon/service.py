@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import platform
 import socket
 import time
+from typing import AsyncIterator, List, Sequence, Tuple
 
 import grpc
-from dynoproto import API
+from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
 from . import __version__
 from .ipc_monitor import IpcMonitor
+from .paths import check_output_path
 from .registry import ClientKind, ProcessRecord, Registry
+from .tracing import Trace, TraceManager
 
 _CLIENT_KINDS = {ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN, ClientKind.KINETO: pb.CLIENT_KIND_KINETO}
 
 
 class DynologService(pb_grpc.DynologServicer):
-    def __init__(self, registry: Registry, ipc: IpcMonitor | None, tls: bool) -> None:
+    def __init__(
+        self, registry: Registry, ipc: IpcMonitor | None, tls: bool, trace_roots: Sequence[str] = ()
+    ) -> None:
         self._registry = registry
         self._ipc = ipc
         self._tls = tls
+        self._trace_roots = tuple(trace_roots)
         self._started = time.monotonic()
 
     async def GetStatus(
@@ -66,6 +74,69 @@ class DynologService(pb_grpc.DynologServicer):
         records = [r for r in self._registry if request.job_id in (0, r.job_id)]
         records.sort(key=lambda r: (r.job_id, r.rank, r.host_pid))
         return pb.ListProcessesResponse(processes=[process_info(r) for r in records])
+
+    async def NpuTrace(
+        self, request: pb.NpuTraceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommandResponse:
+        traces = await self._accept(context, validate.npu_trace(request), request.log_file)
+        return traces.npu_trace(request)
+
+    async def GpuTrace(
+        self, request: pb.GpuTraceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommandResponse:
+        traces = await self._accept(context, validate.gpu_trace(request), request.log_file)
+        return traces.gpu_trace(request)
+
+    async def GetTrace(self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext) -> pb.TraceInfo:
+        traces, trace = await self._find(request, context)
+        traces.refresh(trace)
+        return trace.info()
+
+    async def WatchTrace(
+        self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TraceInfo]:
+        """Every change of the trace, until it is done (or the client goes away)."""
+        traces, trace = await self._find(request, context)
+        while True:
+            updated = trace.updated
+            traces.refresh(trace)
+            yield trace.info()
+            if trace.done:
+                return
+            # Stock Kineto reports nothing: its file is looked for at each wake-up, at least every second.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(updated.wait(), timeout=1.0)
+
+    async def _accept(
+        self, context: grpc.aio.ServicerContext, errors: List[validate.FieldError], log_file: str
+    ) -> TraceManager:
+        """Validate again what the CLI validated (other clients exist); trace commands need the IPC."""
+        messages = [str(e) for e in errors]
+        outside = check_output_path(log_file, self._trace_roots, "--log-file") if log_file else None
+        if outside:
+            messages.append(outside)
+        if messages:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(messages))
+        return await self._traces(context)
+
+    async def _traces(self, context: grpc.aio.ServicerContext) -> TraceManager:
+        if self._ipc is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this daemon runs without --enable-ipc-monitor: no process can register with it",
+            )
+        assert self._ipc is not None
+        return self._ipc.traces
+
+    async def _find(
+        self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> Tuple[TraceManager, Trace]:
+        traces = await self._traces(context)
+        trace = traces.get(request.trace_id)
+        if trace is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
+        assert trace is not None
+        return traces, trace
 
 
 def process_info(record: ProcessRecord) -> pb.ProcessInfo:

@@ -25,6 +25,33 @@ class MonitorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MONITOR_STATE_UNINITIALIZED: _ClassVar[MonitorState]
     MONITOR_STATE_IDLE: _ClassVar[MonitorState]
     MONITOR_STATE_RUNNING: _ClassVar[MonitorState]
+
+class CommandStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMAND_STATUS_UNSPECIFIED: _ClassVar[CommandStatus]
+    COMMAND_STATUS_EFFECTIVE: _ClassVar[CommandStatus]
+    COMMAND_STATUS_INEFFECTIVE: _ClassVar[CommandStatus]
+
+class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASON_UNSPECIFIED: _ClassVar[Reason]
+    REASON_NO_PROCESS_REGISTERED: _ClassVar[Reason]
+    REASON_NO_PROCESS_MATCHED: _ClassVar[Reason]
+    REASON_NPU_MONITOR_RUNNING: _ClassVar[Reason]
+    REASON_TRACE_BUSY: _ClassVar[Reason]
+    REASON_START_STEP_PASSED: _ClassVar[Reason]
+    REASON_PROCESS_LIMIT: _ClassVar[Reason]
+    REASON_NOT_SUPPORTED: _ClassVar[Reason]
+
+class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRACE_PHASE_UNSPECIFIED: _ClassVar[TracePhase]
+    TRACE_PHASE_STAGED: _ClassVar[TracePhase]
+    TRACE_PHASE_DELIVERED: _ClassVar[TracePhase]
+    TRACE_PHASE_READY: _ClassVar[TracePhase]
+    TRACE_PHASE_RUNNING: _ClassVar[TracePhase]
+    TRACE_PHASE_FINISHED: _ClassVar[TracePhase]
+    TRACE_PHASE_FAILED: _ClassVar[TracePhase]
 CLIENT_KIND_UNSPECIFIED: ClientKind
 CLIENT_KIND_PLUGIN: ClientKind
 CLIENT_KIND_KINETO: ClientKind
@@ -35,6 +62,24 @@ TRACE_STATE_RUNNING: TraceState
 MONITOR_STATE_UNINITIALIZED: MonitorState
 MONITOR_STATE_IDLE: MonitorState
 MONITOR_STATE_RUNNING: MonitorState
+COMMAND_STATUS_UNSPECIFIED: CommandStatus
+COMMAND_STATUS_EFFECTIVE: CommandStatus
+COMMAND_STATUS_INEFFECTIVE: CommandStatus
+REASON_UNSPECIFIED: Reason
+REASON_NO_PROCESS_REGISTERED: Reason
+REASON_NO_PROCESS_MATCHED: Reason
+REASON_NPU_MONITOR_RUNNING: Reason
+REASON_TRACE_BUSY: Reason
+REASON_START_STEP_PASSED: Reason
+REASON_PROCESS_LIMIT: Reason
+REASON_NOT_SUPPORTED: Reason
+TRACE_PHASE_UNSPECIFIED: TracePhase
+TRACE_PHASE_STAGED: TracePhase
+TRACE_PHASE_DELIVERED: TracePhase
+TRACE_PHASE_READY: TracePhase
+TRACE_PHASE_RUNNING: TracePhase
+TRACE_PHASE_FINISHED: TracePhase
+TRACE_PHASE_FAILED: TracePhase
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -156,3 +201,189 @@ class ListProcessesResponse(_message.Message):
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
     def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ...) -> None: ...
+
+class Targets(_message.Message):
+    __slots__ = ("job_id", "pids", "ranks", "process_limit")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    process_limit: int
+    def __init__(self, job_id: _Optional[int] = ..., pids: _Optional[_Iterable[int]] = ..., ranks: _Optional[_Iterable[int]] = ..., process_limit: _Optional[int] = ...) -> None: ...
+
+class ProcessOutcome(_message.Message):
+    __slots__ = ("pid", "host_pid", "rank", "triggered", "reason", "detail", "expected_output")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    host_pid: int
+    rank: int
+    triggered: bool
+    reason: Reason
+    detail: str
+    expected_output: str
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., triggered: _Optional[bool] = ..., reason: _Optional[_Union[Reason, str]] = ..., detail: _Optional[str] = ..., expected_output: _Optional[str] = ...) -> None: ...
+
+class CommandResponse(_message.Message):
+    __slots__ = ("command_status", "reason", "message", "trace_id", "processes", "processes_matched", "activity_profilers_triggered", "activity_profilers_busy", "event_profilers_triggered", "event_profilers_busy")
+    COMMAND_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_MATCHED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_PROFILERS_TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_PROFILERS_BUSY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_PROFILERS_TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_PROFILERS_BUSY_FIELD_NUMBER: _ClassVar[int]
+    command_status: CommandStatus
+    reason: Reason
+    message: str
+    trace_id: str
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessOutcome]
+    processes_matched: _containers.RepeatedScalarFieldContainer[int]
+    activity_profilers_triggered: _containers.RepeatedScalarFieldContainer[int]
+    activity_profilers_busy: int
+    event_profilers_triggered: _containers.RepeatedScalarFieldContainer[int]
+    event_profilers_busy: int
+    def __init__(self, command_status: _Optional[_Union[CommandStatus, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., trace_id: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[ProcessOutcome, _Mapping]]] = ..., processes_matched: _Optional[_Iterable[int]] = ..., activity_profilers_triggered: _Optional[_Iterable[int]] = ..., activity_profilers_busy: _Optional[int] = ..., event_profilers_triggered: _Optional[_Iterable[int]] = ..., event_profilers_busy: _Optional[int] = ...) -> None: ...
+
+class NpuTraceRequest(_message.Message):
+    __slots__ = ("targets", "log_file", "start_step", "iterations", "duration_ms", "profile_start_time_ms", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "analyse", "async_mode", "activities", "profiler_level", "aic_metrics", "l2_cache", "op_attr", "msprof_tx", "mstx_domain_include", "mstx_domain_exclude", "data_simplification", "export_type", "gc_detect_threshold", "host_sys", "sys_io", "sys_interconnection")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILE_FIELD_NUMBER: _ClassVar[int]
+    START_STEP_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    WITH_STACK_FIELD_NUMBER: _ClassVar[int]
+    WITH_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    WITH_MODULES_FIELD_NUMBER: _ClassVar[int]
+    ANALYSE_FIELD_NUMBER: _ClassVar[int]
+    ASYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
+    PROFILER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    AIC_METRICS_FIELD_NUMBER: _ClassVar[int]
+    L2_CACHE_FIELD_NUMBER: _ClassVar[int]
+    OP_ATTR_FIELD_NUMBER: _ClassVar[int]
+    MSPROF_TX_FIELD_NUMBER: _ClassVar[int]
+    MSTX_DOMAIN_INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    MSTX_DOMAIN_EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    DATA_SIMPLIFICATION_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GC_DETECT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    HOST_SYS_FIELD_NUMBER: _ClassVar[int]
+    SYS_IO_FIELD_NUMBER: _ClassVar[int]
+    SYS_INTERCONNECTION_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    log_file: str
+    start_step: int
+    iterations: int
+    duration_ms: int
+    profile_start_time_ms: int
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    with_flops: bool
+    with_modules: bool
+    analyse: bool
+    async_mode: bool
+    activities: _containers.RepeatedScalarFieldContainer[str]
+    profiler_level: str
+    aic_metrics: str
+    l2_cache: bool
+    op_attr: bool
+    msprof_tx: bool
+    mstx_domain_include: _containers.RepeatedScalarFieldContainer[str]
+    mstx_domain_exclude: _containers.RepeatedScalarFieldContainer[str]
+    data_simplification: bool
+    export_type: str
+    gc_detect_threshold: float
+    host_sys: _containers.RepeatedScalarFieldContainer[str]
+    sys_io: bool
+    sys_interconnection: bool
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., start_step: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_ms: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., analyse: _Optional[bool] = ..., async_mode: _Optional[bool] = ..., activities: _Optional[_Iterable[str]] = ..., profiler_level: _Optional[str] = ..., aic_metrics: _Optional[str] = ..., l2_cache: _Optional[bool] = ..., op_attr: _Optional[bool] = ..., msprof_tx: _Optional[bool] = ..., mstx_domain_include: _Optional[_Iterable[str]] = ..., mstx_domain_exclude: _Optional[_Iterable[str]] = ..., data_simplification: _Optional[bool] = ..., export_type: _Optional[str] = ..., gc_detect_threshold: _Optional[float] = ..., host_sys: _Optional[_Iterable[str]] = ..., sys_io: _Optional[bool] = ..., sys_interconnection: _Optional[bool] = ...) -> None: ...
+
+class GpuTraceRequest(_message.Message):
+    __slots__ = ("targets", "log_file", "duration_ms", "iterations", "profile_start_time_ms", "profile_start_iteration_roundup", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_START_ITERATION_ROUNDUP_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    WITH_STACK_FIELD_NUMBER: _ClassVar[int]
+    WITH_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    WITH_MODULES_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    log_file: str
+    duration_ms: int
+    iterations: int
+    profile_start_time_ms: int
+    profile_start_iteration_roundup: int
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    with_flops: bool
+    with_modules: bool
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., profile_start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ...) -> None: ...
+
+class TraceProcess(_message.Message):
+    __slots__ = ("pid", "host_pid", "rank", "phase", "start_step", "stop_step", "current_step", "output", "files", "error", "warnings", "updated_at")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    START_STEP_FIELD_NUMBER: _ClassVar[int]
+    STOP_STEP_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    host_pid: int
+    rank: int
+    phase: TracePhase
+    start_step: int
+    stop_step: int
+    current_step: int
+    output: str
+    files: _containers.RepeatedScalarFieldContainer[str]
+    error: str
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    updated_at: float
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., phase: _Optional[_Union[TracePhase, str]] = ..., start_step: _Optional[int] = ..., stop_step: _Optional[int] = ..., current_step: _Optional[int] = ..., output: _Optional[str] = ..., files: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., updated_at: _Optional[float] = ...) -> None: ...
+
+class GetTraceRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class TraceInfo(_message.Message):
+    __slots__ = ("trace_id", "kind", "created_at", "processes", "done")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    kind: str
+    created_at: float
+    processes: _containers.RepeatedCompositeFieldContainer[TraceProcess]
+    done: bool
+    def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: _Optional[bool] = ...) -> None: ...

@@ -49,6 +49,26 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.ListProcessesRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.ListProcessesResponse.FromString,
                 _registered_method=True)
+        self.NpuTrace = channel.unary_unary(
+                '/dynolog.v1.Dynolog/NpuTrace',
+                request_serializer=dynoproto_dot_dynolog__pb2.NpuTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+                _registered_method=True)
+        self.GpuTrace = channel.unary_unary(
+                '/dynolog.v1.Dynolog/GpuTrace',
+                request_serializer=dynoproto_dot_dynolog__pb2.GpuTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+                _registered_method=True)
+        self.GetTrace = channel.unary_unary(
+                '/dynolog.v1.Dynolog/GetTrace',
+                request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+                _registered_method=True)
+        self.WatchTrace = channel.unary_stream(
+                '/dynolog.v1.Dynolog/WatchTrace',
+                request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+                _registered_method=True)
 
 
 class DynologServicer:
@@ -74,6 +94,33 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NpuTrace(self, request, context):
+        """Capture chosen steps of running processes: msMonitor's nputrace (torch_npu, MindSpore, or the
+        plugin's torch backend) and dynolog's gputrace (stock Kineto, or the plugin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GpuTrace(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrace(self, request, context):
+        """The lifecycle of one trace: once, or streamed until every triggered process is done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTrace(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DynologServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +138,26 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.ListProcesses,
                     request_deserializer=dynoproto_dot_dynolog__pb2.ListProcessesRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.ListProcessesResponse.SerializeToString,
+            ),
+            'NpuTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.NpuTrace,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.NpuTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.CommandResponse.SerializeToString,
+            ),
+            'GpuTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GpuTrace,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GpuTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.CommandResponse.SerializeToString,
+            ),
+            'GetTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrace,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
+            ),
+            'WatchTrace': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTrace,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -174,6 +241,114 @@ class Dynolog:
             '/dynolog.v1.Dynolog/ListProcesses',
             dynoproto_dot_dynolog__pb2.ListProcessesRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.ListProcessesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NpuTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/NpuTrace',
+            dynoproto_dot_dynolog__pb2.NpuTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GpuTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/GpuTrace',
+            dynoproto_dot_dynolog__pb2.GpuTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/GetTrace',
+            dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/WatchTrace',
+            dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,4 @@
-"""The plugin's state in one process: the step counter, the daemon link and the framework hooks."""
+"""The plugin's state in one process: the step counter, the daemon link, the tracer, the framework hooks."""
 
 from __future__ import annotations
 
@@ -7,29 +7,46 @@ import logging
 import os
 from typing import Mapping, Optional
 
-from . import torch_hook
+from . import identity, torch_hook, wire
 from .link import DaemonLink
 from .steps import StepCounter
+from .trace.session import Tracer
 
 log = logging.getLogger("msmonitor_plugin")
 
-# What this plugin can do; the daemon uses it to decide how to reach the process.
-CAPABILITIES = ["push"]
+# What this plugin can do; "push": the daemon may send commands at once instead of waiting for a poll.
+CAPABILITIES = ["push", wire.NPUTRACE, wire.GPUTRACE]
 
 
 class Agent:
-    def __init__(self, counter: StepCounter, socket_dir: str) -> None:
+    def __init__(self, counter: StepCounter, socket_dir: str, env: Mapping[str, str]) -> None:
         self.counter = counter
         self.owner_pid = os.getpid()
-        self.link = DaemonLink(socket_dir, lambda: counter.count, CAPABILITIES)
+        self._env = env
+        self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
+        self.tracer = Tracer(counter, self._report)
 
     def start(self) -> None:
         self.link.start()
         torch_hook.install(self.counter)
 
     def stop(self) -> None:
-        if os.getpid() == self.owner_pid:  # a forked child inherits atexit, not the socket
-            self.link.stop()
+        if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket
+            return
+        self.tracer.abort(f"the process exited at step {self.counter.count}")
+        self.link.stop()
+
+    def _hello(self) -> wire.Hello:
+        return identity.hello(self.counter.count, CAPABILITIES, self._env, self.tracer.state())
+
+    def _report(self, event: wire.TraceEvent) -> None:
+        self.link.send_reliably(wire.EVENT, event.to_payload())
+
+    def _on_datagram(self, datagram: wire.Datagram) -> None:
+        if datagram.type == wire.COMMAND:
+            self.tracer.accept(wire.Command.from_payload(datagram.payload))
+        else:
+            log.warning("ignoring a %s message from dynolog", datagram.type)
 
 
 def socket_dir(env: Mapping[str, str]) -> str:
@@ -56,7 +73,7 @@ def start_agent(counter: StepCounter, env: Mapping[str, str]) -> Optional[Agent]
     """Start the agent; on any failure log it and return None — the process runs on unmonitored."""
     configure_logging(env)
     try:
-        agent = Agent(counter, socket_dir(env))
+        agent = Agent(counter, socket_dir(env), env)
         agent.start()
     except Exception:
         log.exception("msmonitor plugin could not start; the process continues without it")

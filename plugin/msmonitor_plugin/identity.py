@@ -6,7 +6,7 @@ import os
 import platform
 import socket
 import sys
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Tuple
 
 from ._version import __version__
 from .wire import Hello
@@ -81,7 +81,13 @@ def backend(versions: Mapping[str, str]) -> str:
     return "python"
 
 
-def hello(step: int, capabilities: List[str], env: Mapping[str, str] = os.environ) -> Hello:
+def hello(
+    step: int,
+    capabilities: List[str],
+    env: Mapping[str, str] = os.environ,
+    trace: Tuple[str, str] = ("", ""),
+) -> Hello:
+    """This process's registration; *trace* is the (id, phase) of the trace it holds."""
     pid = os.getpid()
     versions = framework()
     return Hello(
@@ -98,4 +104,6 @@ def hello(step: int, capabilities: List[str], env: Mapping[str, str] = os.enviro
         capabilities=list(capabilities),
         hostname=socket.gethostname(),
         step=step,
+        trace_id=trace[0],
+        trace_phase=trace[1],
     )

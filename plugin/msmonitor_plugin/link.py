@@ -6,6 +6,7 @@ daemon only delays registration (the next heartbeat re-registers), and every err
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import logging
@@ -15,10 +16,9 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, List, Optional
+from typing import Callable, Deque, Optional
 
 from . import wire
-from .identity import hello
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -38,16 +38,17 @@ class DaemonLink:
     def __init__(
         self,
         socket_dir: str,
-        current_step: Callable[[], int],
-        capabilities: List[str],
+        make_hello: Callable[[], wire.Hello],
         on_datagram: Optional[Callable[[wire.Datagram], None]] = None,
     ) -> None:
         self.daemon = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
         self.address = wire.endpoint_address(f"msmonitor-{os.getpid()}-{uuid.uuid4().hex[:12]}", socket_dir)
         self.registered = threading.Event()
         self.heartbeat_s = MAX_HEARTBEAT_S
-        self._current_step = current_step
-        self._capabilities = capabilities
+        self._make_hello = make_hello
+        # Messages the daemon must not miss (trace outcomes), kept while it is away and resent after
+        # the next registration; bounded, oldest dropped.
+        self._unsent: Deque[bytes] = collections.deque(maxlen=32)
         self._on_datagram = on_datagram
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
@@ -61,6 +62,11 @@ class DaemonLink:
 
     def start(self) -> None:
         self._thread.start()
+
+    def send_reliably(self, msg_type: str, payload: bytes) -> None:
+        """Send now, or after the next successful registration if the daemon is away."""
+        if not self.send(msg_type, payload):
+            self._unsent.append(wire.encode(msg_type, payload))
 
     def send(self, msg_type: str, payload: bytes = b"") -> bool:
         """One non-blocking send to the daemon; False (and no exception) when it is not there."""
@@ -95,8 +101,9 @@ class DaemonLink:
         retry = ABSENT_RETRY_S[0]
         while not self._stopping:
             try:
-                delivered = self.send(wire.HELLO, self._hello())
+                delivered = self.send(wire.HELLO, self._make_hello().to_payload())
                 if delivered:
+                    self._flush_unsent()
                     retry = ABSENT_RETRY_S[0]
                     wait = self.heartbeat_s
                 else:
@@ -109,8 +116,13 @@ class DaemonLink:
                 self._next_hello = time.monotonic() + MAX_HEARTBEAT_S
                 self._receive_until_next_hello()
 
-    def _hello(self) -> bytes:
-        return hello(self._current_step(), self._capabilities).to_payload()
+    def _flush_unsent(self) -> None:
+        while self._unsent:
+            try:
+                self._sock.sendto(self._unsent[0], self.daemon)
+            except OSError:
+                return
+            self._unsent.popleft()
 
     def _receive_until_next_hello(self) -> None:
         """Handle datagrams from the daemon until the next heartbeat is due or stop() is called."""
@@ -132,6 +144,8 @@ class DaemonLink:
                 self._handle(wire.decode(data))
             except wire.WireError as exc:
                 log.warning("dropping a malformed datagram from dynolog: %s", exc)
+            except Exception:
+                log.exception("handling a datagram from dynolog failed")
 
     def _handle(self, datagram: wire.Datagram) -> None:
         if datagram.type == wire.ACK:

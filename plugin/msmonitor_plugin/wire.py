@@ -41,6 +41,8 @@ DATA = "data"
 HELLO = "mm.hello"  # plugin -> daemon: registration, repeated as the heartbeat
 ACK = "mm.ack"  # daemon -> plugin: registration accepted, with the daemon's keep-alive
 BYE = "mm.bye"  # plugin -> daemon: the process is leaving
+COMMAND = "mm.command"  # daemon -> plugin: run a trace (or monitor) command
+EVENT = "mm.event"  # plugin -> daemon: a trace changed phase (accepted, running, finished, failed)
 
 # Kineto request type bits (LibkinetoConfigType).
 CONFIG_EVENTS = 1
@@ -243,6 +245,10 @@ class Hello(JsonMessage):
     capabilities: List[str] = field(default_factory=list)
     hostname: str = ""
     step: int = 0
+    # The trace this process holds, so a restarted daemon knows it is busy: id and phase
+    # ("" when idle, else "ready" or "running").
+    trace_id: str = ""
+    trace_phase: str = ""
 
 
 @dataclass
@@ -256,3 +262,36 @@ class Ack(JsonMessage):
 @dataclass
 class Bye(JsonMessage):
     pid: int
+
+
+# Trace kinds and phases as they travel in Command and TraceEvent.
+NPUTRACE = "nputrace"
+GPUTRACE = "gputrace"
+PHASE_READY = "ready"
+PHASE_RUNNING = "running"
+PHASE_FINISHED = "finished"
+PHASE_FAILED = "failed"
+
+
+@dataclass
+class Command(JsonMessage):
+    """A trace for the process: msMonitor config text (nputrace) or Kineto config text (gputrace)."""
+
+    kind: str
+    trace_id: str
+    config: str
+
+
+@dataclass
+class TraceEvent(JsonMessage):
+    """A trace's phase change in one process; ``stop_step`` is exclusive."""
+
+    trace_id: str
+    phase: str
+    current_step: int = 0
+    start_step: int = -1
+    stop_step: int = -1
+    output: str = ""
+    files: List[str] = field(default_factory=list)
+    error: str = ""
+    warnings: List[str] = field(default_factory=list)

@@ -8,7 +8,7 @@ import tempfile
 import time
 import unittest
 
-from msmonitor_plugin import wire
+from msmonitor_plugin import identity, wire
 from msmonitor_plugin.link import DaemonLink
 
 
@@ -34,7 +34,7 @@ class LinkTest(unittest.TestCase):
         self.addCleanup(self.dir.cleanup)
 
     def start_link(self, step=7):
-        link = DaemonLink(self.dir.name, lambda: step, ["push"])
+        link = DaemonLink(self.dir.name, lambda: identity.hello(step, ["push"]))
         self.addCleanup(link.stop)
         link.start()
         return link

@@ -1,0 +1,1 @@
+"""Traces of chosen steps, run in the process at step boundaries (nputrace and gputrace)."""

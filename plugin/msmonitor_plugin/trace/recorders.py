@@ -1,0 +1,196 @@
+"""Profiler backends, chosen at run time: torch_npu's profiler on Ascend, else torch.profiler.
+
+A recorder is started, stepped and stopped on the training thread (profilers are bound to it) and
+writes its files afterwards, off that thread. Neither backend imports a framework the process has not
+imported itself.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import sys
+import time
+from typing import Any, List
+
+from .. import wire
+from .analyse import analyse_file
+from .spec import TraceSpec, kineto_output_file
+
+
+class RecorderError(RuntimeError):
+    pass
+
+
+class Recorder:
+    """The interface both backends implement."""
+
+    backend = ""
+
+    def __init__(self, spec: TraceSpec) -> None:
+        self.spec = spec
+        self.warnings: List[str] = []
+
+    def start(self, first_step: int) -> None:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def write(self) -> List[str]:
+        """Write the trace (and summary); returns the files. Runs off the training thread."""
+        raise NotImplementedError
+
+    @property
+    def output(self) -> str:
+        raise NotImplementedError
+
+
+def recorder_for(spec: TraceSpec) -> Recorder:
+    if "torch_npu" in sys.modules and spec.kind == wire.NPUTRACE:
+        return NpuRecorder(spec)
+    if "torch" in sys.modules:
+        return TorchRecorder(spec)
+    raise RecorderError("this process has not imported torch (or torch_npu): there is no profiler to run")
+
+
+def _stamp() -> str:
+    now = time.time()
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{int(now * 1000) % 1000:03d}"
+
+
+class TorchRecorder(Recorder):
+    """torch.profiler: CPU operators, plus CUDA kernels where a CUDA device is present."""
+
+    backend = "torch"
+
+    def __init__(self, spec: TraceSpec) -> None:
+        super().__init__(spec)
+        import torch  # already imported by the process (recorder_for checked)
+        from torch.profiler import ProfilerAction, ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] if "CPU" in spec.activities else []
+        device_wanted = [a for a in spec.activities if a in ("NPU", "GPU", "CUDA")]
+        if device_wanted and torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        elif device_wanted:
+            self.warnings.append(
+                f"{'/'.join(device_wanted)} activities unavailable: no torch_npu or CUDA device in this "
+                "process; recorded CPU activities only"
+            )
+        if not activities:
+            raise RecorderError(f"nothing to record: {','.join(spec.activities)} unavailable in this process")
+        # A schedule that always records makes torch mark each step as ProfilerStep#<n>.
+        self._profile: Any = profile(
+            activities=activities,
+            schedule=lambda step: ProfilerAction.RECORD,
+            record_shapes=spec.record_shapes,
+            profile_memory=spec.profile_memory,
+            with_stack=spec.with_stack,
+            with_flops=spec.with_flops,
+            with_modules=spec.with_modules,
+        )
+        host, pid = socket.gethostname(), os.getpid()
+        if spec.kind == wire.GPUTRACE:  # where stock Kineto would write it
+            self._file = kineto_output_file(spec.log_file, pid)
+            self._dir = os.path.dirname(self._file) or "."
+        else:
+            self._dir = os.path.join(spec.log_file, f"{host}_{pid}_{_stamp()}_{self.backend}")
+            self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
+
+    @property
+    def output(self) -> str:
+        return self._file if self.spec.kind == wire.GPUTRACE else self._dir
+
+    def start(self, first_step: int) -> None:
+        self._profile.step_num = first_step
+        self._profile.start()
+
+    def step(self) -> None:
+        self._profile.step()
+
+    def stop(self) -> None:
+        self._profile.stop()
+
+    def write(self) -> List[str]:
+        os.makedirs(self._dir, exist_ok=True)
+        partial = self._file + ".tmp"
+        self._profile.export_chrome_trace(partial)
+        os.replace(partial, self._file)  # watchers never see a half-written trace
+        files = [self._file]
+        if self.spec.analyse:
+            files += analyse_file(self._file, self._dir)
+        return files
+
+
+class NpuRecorder(Recorder):
+    """torch_npu's profiler on Ascend: its own output layout (``*_ascend_pt``) and analysis."""
+
+    backend = "ascend_pt"
+
+    def __init__(self, spec: TraceSpec) -> None:
+        super().__init__(spec)
+        import torch_npu
+
+        npu_profiler: Any = torch_npu.profiler
+        activities = [
+            getattr(npu_profiler.ProfilerActivity, a) for a in spec.activities if a in ("CPU", "NPU")
+        ]
+        self._profile: Any = npu_profiler.profile(
+            activities=activities,
+            schedule=npu_profiler.schedule(wait=0, warmup=0, active=max(spec.iterations, 1), repeat=1),
+            on_trace_ready=npu_profiler.tensorboard_trace_handler(
+                spec.log_file,
+                analyse_flag=spec.analyse,
+                async_mode=spec.npu.get("PROFILE_ASYNC_MODE", "false") == "true",
+            ),
+            record_shapes=spec.record_shapes,
+            profile_memory=spec.profile_memory,
+            with_stack=spec.with_stack,
+            with_flops=spec.with_flops,
+            with_modules=spec.with_modules,
+            experimental_config=self._experimental_config(npu_profiler),
+        )
+
+    def _experimental_config(self, npu_profiler: Any) -> Any:
+        npu = self.spec.npu
+        options = {
+            "profiler_level": getattr(
+                npu_profiler.ProfilerLevel, npu.get("PROFILE_PROFILER_LEVEL", "Level0"), None
+            ),
+            "aic_metrics": getattr(
+                npu_profiler.AiCMetrics, npu.get("PROFILE_AIC_METRICS", "AiCoreNone"), None
+            ),
+            "l2_cache": npu.get("PROFILE_L2_CACHE") == "true",
+            "op_attr": npu.get("PROFILE_OP_ATTR") == "true",
+            "msprof_tx": npu.get("PROFILE_MSPROF_TX") == "true",
+            "data_simplification": npu.get("PROFILE_DATA_SIMPLIFICATION", "true") == "true",
+            "export_type": [npu.get("PROFILE_EXPORT_TYPE", "Text").lower()],
+        }
+        try:
+            return npu_profiler._ExperimentalConfig(**{k: v for k, v in options.items() if v is not None})
+        except TypeError as exc:  # an older torch_npu without some option
+            self.warnings.append(f"torch_npu experimental config not applied in full: {exc}")
+            return npu_profiler._ExperimentalConfig()
+
+    @property
+    def output(self) -> str:
+        return self.spec.log_file
+
+    def start(self, first_step: int) -> None:
+        self._profile.step_num = first_step
+        self._profile.start()
+
+    def step(self) -> None:
+        self._profile.step()
+
+    def stop(self) -> None:
+        self._profile.stop()  # torch_npu's handler writes (and analyses) here
+
+    def write(self) -> List[str]:
+        pattern = os.path.join(self.spec.log_file, f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
+        return sorted(glob.glob(pattern))[-1:]

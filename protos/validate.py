@@ -1,0 +1,179 @@
+"""The rules a command must satisfy, checked by `dyno` before sending and by the daemon on receipt.
+
+Each rule names the request field; :func:`flag_name` turns it into the CLI flag for messages.
+Values end up in ``KEY=VALUE`` config text that torch_npu splits on ``=`` and newlines, so no value
+may contain either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, List
+
+from . import dynolog_pb2 as pb
+
+ACTIVITIES = ("CPU", "NPU")
+PROFILER_LEVELS = ("Level_none", "Level0", "Level1", "Level2")
+AIC_METRICS = (
+    "AiCoreNone",
+    "PipeUtilization",
+    "ArithmeticUtilization",
+    "Memory",
+    "MemoryL0",
+    "ResourceConflictRatio",
+    "MemoryUB",
+    "L2Cache",
+    "MemoryAccess",
+)
+EXPORT_TYPES = ("Text", "Db")
+HOST_SYS = ("cpu", "mem", "disk", "network", "osrt")
+MAX_PATH = 4096
+MAX_LIST_TEXT = 1024
+
+# Request fields whose CLI flag is not simply the field name with dashes.
+_FLAGS = {
+    "targets.ranks": "--rank-list",
+    "targets.pids": "--pids",
+    "targets.job_id": "--job-id",
+    "targets.process_limit": "--process-limit",
+    "profile_start_time_ms": "--profile-start-time",
+    "profile_start_iteration_roundup": "--profile-start-iteration-roundup",
+}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{flag_name(self.field)}: {self.message}"
+
+
+def flag_name(field: str) -> str:
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def npu_trace(request: pb.NpuTraceRequest) -> List[FieldError]:
+    errors = targets(request.targets) + output_path("log_file", request.log_file)
+    if request.start_step < -1:
+        errors.append(
+            FieldError(
+                "start_step", f"must be -1 (the next step) or a step number >= 0, got {request.start_step}"
+            )
+        )
+    errors += _trigger(request.iterations, request.duration_ms, request.profile_start_time_ms)
+    errors += _choices("activities", request.activities, ACTIVITIES, required=True)
+    errors += _choice("profiler_level", request.profiler_level, PROFILER_LEVELS)
+    errors += _choice("aic_metrics", request.aic_metrics, AIC_METRICS)
+    errors += _choice("export_type", request.export_type, EXPORT_TYPES)
+    errors += _choices("host_sys", request.host_sys, HOST_SYS)
+    if request.async_mode and not request.analyse:
+        errors.append(FieldError("async_mode", "needs --analyse (it runs the analysis in a subprocess)"))
+    if request.HasField("gc_detect_threshold") and not request.gc_detect_threshold >= 0:
+        errors.append(
+            FieldError("gc_detect_threshold", f"must be >= 0 ms, got {request.gc_detect_threshold}")
+        )
+    for name in ("mstx_domain_include", "mstx_domain_exclude"):
+        errors += _names(name, getattr(request, name))
+    return errors
+
+
+def gpu_trace(request: pb.GpuTraceRequest) -> List[FieldError]:
+    errors = targets(request.targets) + output_path("log_file", request.log_file)
+    if request.iterations < 0:
+        errors.append(
+            FieldError(
+                "iterations", f"must be > 0 (or absent for a duration trace), got {request.iterations}"
+            )
+        )
+    if request.iterations == 0:
+        errors += _trigger(0, request.duration_ms, request.profile_start_time_ms)
+    if request.profile_start_iteration_roundup < 0:
+        errors.append(FieldError("profile_start_iteration_roundup", "must be >= 1"))
+    if request.profile_memory and request.iterations > 0:
+        errors.append(FieldError("profile_memory", "works with duration traces only, not with --iterations"))
+    return errors
+
+
+def targets(t: pb.Targets) -> List[FieldError]:
+    errors = []
+    if t.job_id < 0:
+        errors.append(FieldError("targets.job_id", f"must be >= 0, got {t.job_id}"))
+    if any(p <= 0 for p in t.pids):
+        errors.append(FieldError("targets.pids", f"pids must be positive, got {list(t.pids)}"))
+    if any(r < 0 for r in t.ranks):
+        errors.append(FieldError("targets.ranks", f"ranks must be >= 0, got {list(t.ranks)}"))
+    if t.process_limit < 0:
+        errors.append(
+            FieldError("targets.process_limit", f"must be >= 0 (0: no limit), got {t.process_limit}")
+        )
+    return errors
+
+
+def output_path(field: str, path: str) -> List[FieldError]:
+    if not path:
+        return [FieldError(field, "is required")]
+    if not path.startswith("/"):
+        return [FieldError(field, f"must be an absolute path on the traced node, got {path!r}")]
+    if len(path) > MAX_PATH:
+        return [FieldError(field, f"is longer than {MAX_PATH} characters")]
+    return _config_safe(field, path)
+
+
+def _trigger(iterations: int, duration_ms: int, start_time_ms: int) -> List[FieldError]:
+    errors = []
+    if iterations < 0:
+        errors.append(FieldError("iterations", f"must be > 0, got {iterations}"))
+    if iterations == 0 and duration_ms <= 0:
+        errors.append(
+            FieldError("duration_ms", "must be > 0 when --iterations is not given (a time-based trace)")
+        )
+    if start_time_ms < 0:
+        errors.append(
+            FieldError("profile_start_time_ms", f"must be epoch milliseconds >= 0, got {start_time_ms}")
+        )
+    if start_time_ms and iterations > 0:
+        errors.append(FieldError("profile_start_time_ms", "applies to time-based traces; drop --iterations"))
+    return errors
+
+
+def _choice(field: str, value: str, allowed: Iterable[str]) -> List[FieldError]:
+    allowed = tuple(allowed)
+    if value and value not in allowed:
+        return [FieldError(field, f"must be one of {', '.join(allowed)}; got {value!r}")]
+    return []
+
+
+def _choices(
+    field: str, values: Iterable[str], allowed: Iterable[str], required: bool = False
+) -> List[FieldError]:
+    values, allowed = list(values), tuple(allowed)
+    if required and not values:
+        return [FieldError(field, f"needs at least one of {', '.join(allowed)}")]
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        return [FieldError(field, f"accepts {', '.join(allowed)}; got {', '.join(bad)}")]
+    return []
+
+
+def _names(field: str, values: Iterable[str]) -> List[FieldError]:
+    values = list(values)
+    if len(",".join(values)) > MAX_LIST_TEXT:
+        return [FieldError(field, f"is longer than {MAX_LIST_TEXT} characters")]
+    errors = []
+    for value in values:
+        if not value or "," in value:
+            errors.append(FieldError(field, f"has an empty or comma-containing name {value!r}"))
+        errors += _config_safe(field, value)
+    return errors
+
+
+def _config_safe(field: str, value: str) -> List[FieldError]:
+    if any(c in value for c in "=\n\r"):
+        return [
+            FieldError(
+                field, f"may not contain '=' or a line break (the config text is KEY=VALUE lines): {value!r}"
+            )
+        ]
+    return []
