@@ -160,6 +160,8 @@ def machine() -> Dict[str, Any]:
         "cpu_model": model,
         "kernel": platform.release(),
         "python": platform.python_version(),
+        # Other work on the machine skews every figure; the load when the benchmark finished says how much.
+        "loadavg_1m": os.getloadavg()[0],
     }
 
 

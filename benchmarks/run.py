@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -89,8 +90,13 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
     args = parser.parse_args()
 
+    scripts = discover(args.names)
+    load = os.getloadavg()[0]
+    print(f"{len(scripts)} benchmarks on {os.cpu_count()} CPUs; load average (1 min) before: {load:.2f}")
+    if load > 0.5:
+        print("  note: other work is running; every figure here competes with it for the CPUs")
     t0 = time.monotonic()
-    outcomes = [run_one(script) for script in discover(args.names)]
+    outcomes = [run_one(script) for script in scripts]
     failed = [o for o in outcomes if "error" in o]
     missed = sum(
         row.get("status") == "MISSED" for o in outcomes for row in o.get("document", {}).get("figures", [])
@@ -99,6 +105,7 @@ def main() -> int:
     combined = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": time.monotonic() - t0,
+        "loadavg_1m_before": load,
         "runs": [{k: v for k, v in o.items() if k != "document"} for o in outcomes],
         "results": {o["script"].removesuffix(".py"): o["document"] for o in outcomes if "document" in o},
     }
