@@ -26,6 +26,7 @@ from .registry import ClientKind, MonitorState, ProcessRecord, Registry, TraceSt
 
 log = logging.getLogger("dynolog.trace")
 
+KINETO_IDLE_POLLS = 5  # free polls after delivery, without a file, before a Kineto trace counts as dropped
 MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
 _ACTIVE = (pb.TRACE_PHASE_STAGED, pb.TRACE_PHASE_DELIVERED, pb.TRACE_PHASE_READY, pb.TRACE_PHASE_RUNNING)
 _PHASES = {
@@ -54,6 +55,7 @@ class Trace:
     processes: Dict[int, pb.TraceProcess] = field(default_factory=dict)  # by host pid
     config: Dict[int, str] = field(default_factory=dict)  # staged text per host pid, until taken
     pulled: Set[int] = field(default_factory=set)  # host pids that took it by polling (stock Kineto)
+    idle_polls: Dict[int, int] = field(default_factory=dict)  # polls since delivery without starting
     updated: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -252,8 +254,12 @@ class TraceManager:
             return (text + "\n").encode()
         if process.phase == pb.TRACE_PHASE_DELIVERED and busy:
             self._set_phase(trace, process, pb.TRACE_PHASE_RUNNING)
-        elif process.phase in (pb.TRACE_PHASE_DELIVERED, pb.TRACE_PHASE_RUNNING) and not busy:
+        elif process.phase == pb.TRACE_PHASE_RUNNING and not busy:  # busy, then free again: it is done
             self._check_kineto_file(trace, process)
+        elif process.phase == pb.TRACE_PHASE_DELIVERED:
+            # Kineto may take a poll or two to show it accepted; after that, it dropped the config.
+            polls = trace.idle_polls[record.host_pid] = trace.idle_polls.get(record.host_pid, 0) + 1
+            self._check_kineto_file(trace, process, final=polls >= KINETO_IDLE_POLLS)
         return b""
 
     def plugin_hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
@@ -329,7 +335,10 @@ class TraceManager:
             process.files[:] = [process.output]
             self._set_phase(trace, process, pb.TRACE_PHASE_FINISHED)
         elif final:
-            process.error = f"Kineto went idle without writing {process.output}; see the process's own log"
+            process.error = (
+                f"Kineto did not write {process.output} (it ignored the config, or the directory is "
+                "missing); see the process's own log"
+            )
             self._set_phase(trace, process, pb.TRACE_PHASE_FAILED)
 
     def _set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase.ValueType) -> None:

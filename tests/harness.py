@@ -144,7 +144,13 @@ class Daemon:
         return result
 
     def dyno_json(self, *args: str) -> Any:
-        return json.loads(self.dyno("--json", *args, check=True).stdout)
+        """`dyno --json ...` parsed; exit 1 (the daemon said ineffective or failed) still carries JSON."""
+        result = self.dyno("--json", *args)
+        if result.returncode not in (0, 1) or not result.stdout:
+            raise AssertionError(
+                f"dyno {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+            )
+        return json.loads(result.stdout)
 
     def processes(self) -> List[Dict[str, Any]]:
         return self.dyno_json("processes")  # type: ignore[no-any-return]

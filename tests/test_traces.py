@@ -1,0 +1,301 @@
+"""On-demand traces of running PyTorch processes, end to end: dyno → daemon → plugin/Kineto → files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import grpc
+import pytest
+from dynoproto import dynolog_pb2 as pb
+from dynoproto import dynolog_pb2_grpc as pb_grpc
+from harness import KINETO_1S_CONFIG, Daemon, wait_until
+from msmonitor_plugin import wire
+
+pytestmark = pytest.mark.torch
+
+
+def trainer(daemon: Daemon, start_workload, rank: int = 0, **env: str):
+    job = start_workload(
+        "train.py", {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank), **env}
+    )
+    wait_until(
+        lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="the trainer to register"
+    )
+    return job
+
+
+def step_of(daemon: Daemon, pid: int) -> int:
+    return int((daemon.process(pid) or {}).get("current_step", 0))
+
+
+def trace_events(path: Path) -> list:
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def profiler_steps(path: Path) -> list:
+    return sorted(
+        int(e["name"].split("#")[1])
+        for e in trace_events(path)
+        if e.get("name", "").startswith("ProfilerStep#")
+    )
+
+
+def test_nputrace_records_exactly_the_requested_steps_with_analysis(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    start = step_of(daemon, job.pid) + 100
+    result = daemon.dyno(
+        "--json",
+        "nputrace",
+        "--start-step",
+        str(start),
+        "--iterations",
+        "3",
+        "--log-file",
+        str(tmp_path),
+        "--analyse",
+        "--wait",
+        "--wait-timeout",
+        "120",
+    )
+    assert result.returncode == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert reply["commandStatus"] == "effective"
+    assert reply["processes_matched"] == [job.pid]
+    process = reply["trace"]["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED"
+    assert (process["start_step"], process["stop_step"]) == (start, start + 3)
+    trace_dir = Path(process["output"])
+    assert trace_dir.parent == tmp_path and trace_dir.name.startswith(f"{os.uname().nodename}_{job.pid}_")
+    assert trace_dir.name.endswith("_torch")
+    trace_file = next(trace_dir.glob("*.pt.trace.json"))
+    assert sorted(process["files"]) == sorted(str(p) for p in trace_dir.iterdir())
+    assert profiler_steps(trace_file) == [start, start + 1, start + 2]
+    assert any("NPU activities unavailable" in w for w in process["warnings"])
+
+    summary = json.loads((trace_dir / "summary.json").read_text())
+    durations = {
+        int(e["name"].split("#")[1]): e["dur"] / 1000
+        for e in trace_events(trace_file)
+        if e.get("name", "").startswith("ProfilerStep#")
+    }
+    assert {s["step"]: s["duration_ms"] for s in summary["steps"]} == pytest.approx(durations)
+    assert any(op["name"] == "aten::addmm" for op in summary["top_by_total"])
+    assert "Top operators by self time" in (trace_dir / "summary.txt").read_text()
+
+
+def test_rank_list_selects_ranks_and_the_response_says_who(daemon, start_workload, tmp_path):
+    rank0, rank1 = trainer(daemon, start_workload, 0), trainer(daemon, start_workload, 1)
+    reply = daemon.dyno_json("nputrace", "--iterations", "1", "--log-file", str(tmp_path), "--rank-list", "1")
+    assert reply["commandStatus"] == "effective"
+    assert [p["pid"] for p in reply["processes"]] == [rank1.pid]
+    assert rank0.pid not in reply["processes_matched"]
+    finished = daemon.dyno("trace", reply["trace_id"], "--wait", "--wait-timeout", "60")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+
+
+def test_busy_and_past_start_steps_are_ineffective_with_the_reason(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    far = step_of(daemon, job.pid) + 100_000
+    first = daemon.dyno_json(
+        "nputrace", "--start-step", str(far), "--iterations", "1", "--log-file", str(tmp_path)
+    )
+    assert first["commandStatus"] == "effective"
+    wait_until(
+        lambda: daemon.dyno_json("trace", first["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_READY",
+        what="the plugin to accept",
+    )
+
+    second = daemon.dyno("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
+    assert second.returncode == 1
+    assert "commandStatus: ineffective" in second.stdout
+    assert "a trace is already pending or running there" in second.stdout
+    assert daemon.dyno_json("processes")[0]["trace_state"] == "TRACE_STATE_READY"
+
+    wait_until(lambda: step_of(daemon, job.pid) > 3, what="steps to pass")
+    job.stop()
+    other = trainer(daemon, start_workload)
+    wait_until(lambda: step_of(daemon, other.pid) > 3, what="steps to pass")
+    past = daemon.dyno_json(
+        "nputrace",
+        "--start-step",
+        "1",
+        "--iterations",
+        "1",
+        "--log-file",
+        str(tmp_path),
+        "--pids",
+        str(other.pid),
+    )
+    assert (past["commandStatus"], past["reason"]) == ("ineffective", "REASON_START_STEP_PASSED")
+
+
+def test_a_process_killed_mid_trace_yields_a_failed_outcome(start_daemon, start_workload, tmp_path):
+    daemon = start_daemon("--process-keepalive-s", "2")
+    job = trainer(daemon, start_workload)
+    reply = daemon.dyno_json("nputrace", "--iterations", "100000", "--log-file", str(tmp_path))
+    wait_until(
+        lambda: (
+            daemon.dyno_json("trace", reply["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_RUNNING"
+        ),
+        what="the trace to run",
+    )
+    job.kill()
+    info = wait_until(
+        lambda: (lambda t: t if t["done"] else None)(daemon.dyno_json("trace", reply["trace_id"])),
+        what="the failure to be noticed",
+    )
+    assert info["processes"][0]["phase"] == "TRACE_PHASE_FAILED"
+    assert "before the trace finished" in info["processes"][0]["error"]
+
+
+def test_a_daemon_restart_between_staging_and_the_start_step_loses_nothing(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    start = step_of(daemon, job.pid) + 250  # about 5 s ahead at 20 ms a step
+    reply = daemon.dyno_json(
+        "nputrace", "--start-step", str(start), "--iterations", "2", "--log-file", str(tmp_path)
+    )
+    wait_until(
+        lambda: daemon.dyno_json("trace", reply["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_READY",
+        what="the plugin to accept",
+    )
+    daemon.restart()
+    result = daemon.dyno("--json", "trace", reply["trace_id"], "--wait", "--wait-timeout", "90")
+    wait_until(
+        lambda: daemon.dyno("trace", reply["trace_id"]).returncode == 0, what="the new daemon to learn of it"
+    )
+    info = daemon.dyno_json("trace", reply["trace_id"])
+    process = info["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED", (process, result.stdout, result.stderr)
+    assert profiler_steps(next(Path(process["output"]).glob("*.pt.trace.json"))) == [start, start + 1]
+
+
+def test_gputrace_runs_in_stock_pytorch_through_kineto(daemon, start_workload, tmp_path):
+    env = {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
+    job = start_workload("train.py", env)
+    wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
+    reply = daemon.dyno_json(
+        "gputrace",
+        "--log-file",
+        str(tmp_path / "t.json"),
+        "--iterations",
+        "5",
+        "--wait",
+        "--wait-timeout",
+        "90",
+    )
+    assert reply["activity_profilers_triggered"] == [job.pid]
+    assert reply["event_profilers_busy"] == 0
+    process = reply["trace"]["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED", process
+    written = tmp_path / f"t_{job.pid}.json"
+    assert process["files"] == [str(written)]
+    data = json.loads(written.read_text())
+    assert data["trace_id"] == reply["trace_id"]  # REQUEST_TRACE_ID reached Kineto
+
+
+def test_gputrace_duration_mode_in_stock_pytorch(daemon, start_workload, tmp_path):
+    env = {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
+    job = start_workload("train.py", env)
+    wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
+    reply = daemon.dyno_json(
+        "gputrace",
+        "--log-file",
+        str(tmp_path / "d.json"),
+        "--duration-ms",
+        "300",
+        "--wait",
+        "--wait-timeout",
+        "90",
+    )
+    assert reply["trace"]["processes"][0]["phase"] == "TRACE_PHASE_FINISHED"
+    assert (tmp_path / f"d_{job.pid}.json").stat().st_size > 0
+
+
+def test_gputrace_to_a_plugin_process_writes_where_kineto_would(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    reply = daemon.dyno_json(
+        "gputrace", "--log-file", str(tmp_path / "g.json"), "--iterations", "2", "--wait"
+    )
+    process = reply["trace"]["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED"
+    assert process["files"] == [str(tmp_path / f"g_{job.pid}.json")]
+    assert len(profiler_steps(tmp_path / f"g_{job.pid}.json")) == 2
+
+
+def test_nputrace_time_based(daemon, start_workload, tmp_path):
+    trainer(daemon, start_workload)
+    reply = daemon.dyno_json("nputrace", "--duration-ms", "200", "--log-file", str(tmp_path), "--wait")
+    process = reply["trace"]["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED"
+    assert len(profiler_steps(next(Path(process["output"]).glob("*.pt.trace.json")))) >= 5
+
+
+def test_nputrace_is_refused_while_npu_monitor_runs(daemon, start_workload, tmp_path):
+    """The monitor state comes from msMonitor's npuMonitorStatus datagram, sent here by the test."""
+    import socket
+
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    client.bind(str(daemon.socket_dir / "npu-client"))
+    try:
+        poll = wire.KinetoRequest(3, 0, (os.getpid(),)).pack()
+        client.sendto(wire.encode(wire.REQ, poll), str(daemon.socket_dir / "dynolog"))
+        client.recv(wire.MAX_DATAGRAM)
+        running = wire.NpuStatus(
+            status=1, current_step=0, start_step=0, stop_step=0, pid=os.getpid(), job_id=0
+        )
+        client.sendto(
+            wire.encode(wire.NPU_MONITOR_STATUS, running.pack()), str(daemon.socket_dir / "dynolog")
+        )
+        wait_until(
+            lambda: (daemon.process(os.getpid()) or {}).get("monitor_state") == "MONITOR_STATE_RUNNING",
+            what="the monitor state",
+        )
+        reply = daemon.dyno_json("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
+        assert (reply["commandStatus"], reply["reason"]) == ("ineffective", "REASON_NPU_MONITOR_RUNNING")
+    finally:
+        client.close()
+
+
+def test_no_process_and_no_match_are_ineffective(daemon, start_workload, tmp_path):
+    empty = daemon.dyno("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
+    assert empty.returncode == 1 and "no process is registered with this daemon" in empty.stdout
+    trainer(daemon, start_workload)
+    none = daemon.dyno_json("nputrace", "--iterations", "1", "--log-file", str(tmp_path), "--job-id", "999")
+    assert none["reason"] == "REASON_NO_PROCESS_MATCHED"
+    assert "matches job 999" in none["message"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--iterations", "0", "--duration-ms", "0"],
+            "--duration-ms: must be > 0 when --iterations is not given",
+        ),
+        (
+            ["--start-step", "-2", "--iterations", "1"],
+            "--start-step: must be -1 (the next step) or a step number",
+        ),
+        (["--activities", "CPU,GPU", "--iterations", "1"], "--activities: accepts CPU, NPU; got GPU"),
+        (["--export-type", "Csv", "--iterations", "1"], "--export-type: must be one of Text, Db; got 'Csv'"),
+        (["--async-mode", "--iterations", "1"], "--async-mode: needs --analyse"),
+        (["--rank-list", "a,b", "--iterations", "1"], "--rank-list: expected comma-separated integers"),
+    ],
+)
+def test_bad_nputrace_flags_exit_2_naming_the_flag(daemon, tmp_path, args, message):
+    result = daemon.dyno("nputrace", "--log-file", str(tmp_path), *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_the_daemon_validates_too(daemon):
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        stub = pb_grpc.DynologStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.NpuTrace(
+                pb.NpuTraceRequest(log_file="relative/dir", iterations=1, activities=["CPU"]), timeout=5
+            )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--log-file: must be an absolute path on the traced node" in caught.value.details()
