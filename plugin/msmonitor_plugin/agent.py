@@ -28,7 +28,7 @@ class Agent:
 
     def start(self) -> None:
         self.link.start()
-        torch_hook.install(self.counter)
+        torch_hook.install(self.counter, self.link.heartbeat_now)
 
     def stop(self) -> None:
         if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket

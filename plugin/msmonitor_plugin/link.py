@@ -78,14 +78,22 @@ class DaemonLink:
                 log.warning("sending %s to dynolog failed: %s", msg_type, exc)
             return False
 
+    def heartbeat_now(self) -> None:
+        """Re-register at once (the process changed: it imported a framework, say)."""
+        self._next_hello = 0.0
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
     def stop(self) -> None:
         """Say goodbye to the daemon, stop the thread and remove the socket."""
         if self._stopping:
             return
         self._stopping = True
         self.send(wire.BYE, wire.Bye(pid=os.getpid()).to_payload())
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
+        self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
         self.close()
@@ -131,6 +139,8 @@ class DaemonLink:
             if remaining <= 0:
                 return
             readable, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+            if self._wake_r in readable:
+                self._wake_r.recv(64)
             if self._sock in readable:
                 self._drain()
 

@@ -8,19 +8,23 @@ import importlib.util
 import logging
 import sys
 from types import ModuleType
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .steps import StepCounter
 
 log = logging.getLogger("msmonitor_plugin")
 
 
-def install(counter: StepCounter) -> None:
-    """Hook optimizer steps now if torch is loaded, otherwise as soon as the program imports it."""
+def install(counter: StepCounter, on_hooked: Callable[[], None]) -> None:
+    """Hook optimizer steps now if torch is loaded, otherwise as soon as the program imports it.
+
+    *on_hooked* runs once torch is hooked: the registration now has news (backend, versions).
+    """
     if "torch" in sys.modules:
         _hook_optimizers(counter)
+        on_hooked()
     else:
-        sys.meta_path.insert(0, _TorchImportWatcher(counter))
+        sys.meta_path.insert(0, _TorchImportWatcher(counter, on_hooked))
 
 
 def _hook_optimizers(counter: StepCounter) -> None:
@@ -39,8 +43,9 @@ def _hook_optimizers(counter: StepCounter) -> None:
 class _TorchImportWatcher(importlib.abc.MetaPathFinder):
     """Waits for ``import torch`` to finish, hooks the optimizer, then leaves ``sys.meta_path``."""
 
-    def __init__(self, counter: StepCounter) -> None:
+    def __init__(self, counter: StepCounter, on_hooked: Callable[[], None]) -> None:
         self._counter = counter
+        self._on_hooked = on_hooked
 
     def find_spec(
         self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
@@ -53,11 +58,12 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
             return spec
         loader = spec.loader
         original_exec = loader.exec_module
-        counter = self._counter
+        counter, on_hooked = self._counter, self._on_hooked
 
         def exec_then_hook(module: ModuleType) -> None:
             original_exec(module)
             _hook_optimizers(counter)
+            on_hooked()
 
         loader.exec_module = exec_then_hook  # type: ignore[method-assign]
         return spec
