@@ -7,7 +7,6 @@ It runs until its standard input closes (or --steps are done).
 import argparse
 import sys
 import threading
-import time
 
 import torch
 
