@@ -185,7 +185,7 @@ class MsptiLibrary:
         fn = self.cdll[name]  # item access: a prototype of our own, not the CDLL's shared attribute
         fn.argtypes = argtypes
         fn.restype = ctypes.c_int
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def _optional(self, name: str, argtypes: list) -> Optional[Callable[..., int]]:
         try:

@@ -1,7 +1,7 @@
 """The one record schema every monitoring source produces (MSPTI, torch.profiler), modelled on MSPTI.
 
 A :class:`Record` is one timed activity: a kernel, an API call, a collective, a copy, or a completed
-marker range. Kind-specific fields travel in a small typed ``extras`` tuple. Records are tuples
+marker range. Kind-specific fields travel in a small typed ``extras`` object. Records are tuples
 (``NamedTuple``) so that building one costs what building a tuple costs; the MSPTI hot path does not
 build them at all when it only aggregates (see ``layouts``).
 """
@@ -9,6 +9,7 @@ build them at all when it only aggregates (see ``layouts``).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Dict, NamedTuple, Optional, Union
 
 HOST = -1  # device id of host-side activity (API calls, host markers, CPU operators)
@@ -65,19 +66,22 @@ API_KINDS = frozenset({Kind.API, Kind.ACL_API, Kind.NODE_API, Kind.RUNTIME_API})
 MEMORY_KINDS = frozenset({Kind.MEMORY, Kind.MEMSET, Kind.MEMCPY})
 
 
-class CommunicationExtras(NamedTuple):
+@dataclass(frozen=True)
+class CommunicationExtras:
     count: int  # elements
     data_type: str  # msptiCommunicationDataType name, e.g. "FP16"
     comm_name: str  # communicator (group) name
     alg_type: str
 
 
-class HcclExtras(NamedTuple):
+@dataclass(frozen=True)
+class HcclExtras:
     bandwidth_gbps: float
     comm_name: str
 
 
-class MarkerExtras(NamedTuple):
+@dataclass(frozen=True)
+class MarkerExtras:
     domain: str  # "default" when MSPTI gave none
     source: str  # "Host" or "Device"
     flag: int  # msptiActivityFlag of the opening record (instantaneous / start, with or without device)
@@ -86,14 +90,16 @@ class MarkerExtras(NamedTuple):
     thread_id: int = 0
 
 
-class HostExtras(NamedTuple):
+@dataclass(frozen=True)
+class HostExtras:
     """Where a host-side call ran (API kinds)."""
 
     process_id: int
     thread_id: int
 
 
-class MemoryExtras(NamedTuple):
+@dataclass(frozen=True)
+class MemoryExtras:
     bytes: int
     address: int = 0  # Memory only
     is_async: bool = False  # MemSet, MemCpy

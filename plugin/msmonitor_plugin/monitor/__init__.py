@@ -1,0 +1,28 @@
+"""Always-on, low-overhead monitoring inside the process (``dyno npu-monitor``).
+
+The plugin's command handler uses :class:`Monitor` with a :class:`MonitorConfig` parsed from msMonitor's
+npu-monitor keys; reports come back as :class:`Report`. Nothing here imports torch: the torch backend
+uses the module the process imported itself. See docs/monitoring.md.
+"""
+
+from .config import ConfigError, ExportType, MonitorConfig
+from .engine import ApplyResult, Monitor, MonitorError, MonitorState
+from .records import Kind, Record
+from .report import ChunkAssembler, KindStat, NameStat, Report, ReportError
+
+__all__ = [
+    "ApplyResult",
+    "ChunkAssembler",
+    "ConfigError",
+    "ExportType",
+    "Kind",
+    "KindStat",
+    "Monitor",
+    "MonitorConfig",
+    "MonitorError",
+    "MonitorState",
+    "NameStat",
+    "Record",
+    "Report",
+    "ReportError",
+]
