@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Optional
 
 import grpc
+from dynocerts.keys import PasswordSource
+from dynocerts.material import CertsError, Material
+from dynocerts.tls import channel_credentials, load_client
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from .exits import EXIT_FAILED, EXIT_UNREACHABLE, CliError
+from .exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 
 NO_CERTS = "NO_CERTS"
+KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"
 
 
 @dataclass(frozen=True)
@@ -21,17 +27,36 @@ class Target:
     certs_dir: Optional[str] = None
     timeout: float = 10.0
     json: bool = False
+    key_password_file: Optional[str] = None
 
     @property
     def address(self) -> str:
         host = self.hostname
         return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
 
+    @property
+    def tls(self) -> bool:
+        return self.certs_dir not in (None, NO_CERTS)
+
+
+def client_material(target: Target) -> Material:
+    """The checked ca.crt, client.crt and client.key of ``--certs-dir``; every problem is reported."""
+    assert target.certs_dir is not None
+    password_file = Path(target.key_password_file) if target.key_password_file else None
+    try:
+        material = load_client(Path(target.certs_dir), PasswordSource(password_file, (KEY_PASSWORD_ENV,)))
+    except CertsError as exc:
+        problems = "\n".join(f"  {v}" for v in exc.violations)
+        raise CliError(f"cannot use --certs-dir {target.certs_dir}:\n{problems}", EXIT_USAGE) from None
+    for warning in material.warnings:
+        print(f"dyno: {warning}", file=sys.stderr)
+    return material
+
 
 def open_channel(target: Target) -> grpc.Channel:
-    if target.certs_dir not in (None, NO_CERTS):
-        raise CliError(f"--certs-dir {target.certs_dir}: TLS is not available in this build; use {NO_CERTS}")
-    return grpc.insecure_channel(target.address)
+    if not target.tls:
+        return grpc.insecure_channel(target.address)
+    return grpc.secure_channel(target.address, channel_credentials(client_material(target)))
 
 
 @contextlib.contextmanager
@@ -49,6 +74,10 @@ def connect(target: Target) -> Iterator[pb_grpc.DynologStub]:
 def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
     code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
     detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        transport = transport_failure(target, detail or "")
+        if transport is not None:
+            return CliError(f"cannot reach dynolog at {target.address}: {transport}", EXIT_UNREACHABLE)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return CliError(
             f"cannot reach dynolog at {target.address}: {detail}\n"
@@ -56,4 +85,46 @@ def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
             "is reachable from here, and that --certs-dir matches the daemon's.",
             EXIT_UNREACHABLE,
         )
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return CliError(
+            f"dynolog at {target.address} refused this client: {detail}\n"
+            "Ask whoever runs the CA for a new client certificate.",
+            EXIT_UNREACHABLE,
+        )
     return CliError(f"dynolog at {target.address} answered {code.name}: {detail}", EXIT_FAILED)
+
+
+def transport_failure(target: Target, detail: str) -> Optional[str]:
+    """What a failed connection means for TLS, read from gRPC's error text; None when it is not TLS."""
+    certs = target.certs_dir
+    if "Hostname Verification Check failed" in detail:
+        return (
+            f"the daemon's certificate does not name '{target.hostname}' (TLS hostname check)\n"
+            "Give as --hostname a name in the daemon's server.crt subjectAltName (`dyno certs check` on "
+            "the daemon's --certs-dir lists them), or issue it one with that name (dyno certs issue)."
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in detail:
+        reason = detail.split("CERTIFICATE_VERIFY_FAILED:", 1)[1].split(":")[0].strip()
+        return (
+            f"the daemon's certificate is not trusted ({reason})\n"
+            f"Check that {certs}/ca.crt is the CA that issued the daemon's server.crt, and that the "
+            "daemon's certificate is within its validity."
+        )
+    if "WRONG_VERSION_NUMBER" in detail:
+        return (
+            "the daemon does not speak TLS (it runs with --certs-dir NO_CERTS or without --certs-dir)\n"
+            "Use the same --certs-dir mode on both sides."
+        )
+    if "Socket closed" in detail and target.tls:
+        return (
+            f"the daemon closed the connection during the TLS handshake: it refused our client "
+            f"certificate {certs}/client.crt\n"
+            "Check that it was issued by the CA in the daemon's ca.crt (`dyno certs check` on both "
+            "directories) and that the daemon's clock is right."
+        )
+    if "Socket closed" in detail:
+        return (
+            "the daemon closed the connection: it probably requires mutual TLS\n"
+            "Give --certs-dir DIR (with ca.crt, client.crt, client.key) when the daemon has --certs-dir."
+        )
+    return None

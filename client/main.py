@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from . import __version__
-from .commands import processes, status, version
+from .commands import certs, processes, status, version
 from .connection import Target
 from .exits import CliError
 
@@ -40,16 +40,28 @@ def global_options(
     certs_dir: Optional[str] = typer.Option(
         None, "--certs-dir", help="directory with ca.crt, client.crt, client.key for mutual TLS, or NO_CERTS"
     ),
+    key_password_file: Optional[str] = typer.Option(
+        None,
+        "--key-password-file",
+        help="file with the password of an encrypted client.key (or $DYNO_KEY_PASSWORD)",
+    ),
     timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="seconds to wait for the daemon"),
     json_output: bool = typer.Option(False, "--json", help="machine-readable JSON on stdout, nothing else"),
     _version: bool = typer.Option(
         False, "--version", callback=_show_version, is_eager=True, help="print dyno's version and exit"
     ),
 ) -> None:
-    ctx.obj = Target(hostname=hostname, port=port, certs_dir=certs_dir, timeout=timeout, json=json_output)
+    ctx.obj = Target(
+        hostname=hostname,
+        port=port,
+        certs_dir=certs_dir,
+        timeout=timeout,
+        json=json_output,
+        key_password_file=key_password_file,
+    )
 
 
-def _command(name: str, run: Callable[..., None]) -> None:
+def _command(name: str, run: Callable[..., None], on: typer.Typer = app) -> None:
     """Register a subcommand; a CliError it raises becomes its message on stderr and its exit code."""
 
     @functools.wraps(run)
@@ -60,12 +72,15 @@ def _command(name: str, run: Callable[..., None]) -> None:
             print(f"dyno: {exc}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
 
-    app.command(name)(wrapper)
+    on.command(name)(wrapper)
 
 
 _command("status", status.run)
 _command("version", version.run)
 _command("processes", processes.run)
+for _name, _run in certs.COMMANDS:
+    _command(_name, _run, on=certs.app)
+app.add_typer(certs.app, name="certs")
 
 
 def main() -> None:

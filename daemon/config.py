@@ -41,6 +41,10 @@ class DaemonConfig:
     process_keepalive_s: float = 60.0
     ipc_socket_dir: str = ""
     ipc_allowed_uids: List[int] = field(default_factory=list)
+    key_password_file: Optional[Path] = None
+    operator_clients: Optional[List[str]] = None  # None: not given, every valid client is an operator
+    read_only_clients: List[str] = field(default_factory=list)
+    trace_roots: List[str] = field(default_factory=list)
     ignored_flags: List[str] = field(default_factory=list)
 
     @property
@@ -86,6 +90,10 @@ def _uids(text: str) -> List[int]:
         return [int(u) for u in text.split(",") if u.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numeric uids, got {text!r}") from None
+
+
+def _patterns(text: str) -> List[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
 
 
 def _spellings(name: str) -> List[str]:
@@ -141,6 +149,38 @@ def build_parser() -> argparse.ArgumentParser:
         type=_uids,
         default=[],
         help="uids allowed to talk to the IPC, comma-separated (default: the daemon's own uid and root)",
+    )
+    flag(
+        "key-password-file",
+        type=Path,
+        default=None,
+        help="file holding the password of an encrypted server.key (or set DYNOLOG_KEY_PASSWORD; "
+        "never on the command line)",
+    )
+    flag(
+        "operator-clients",
+        type=_patterns,
+        action="extend",
+        default=None,
+        metavar="PATTERNS",
+        help="comma-separated patterns (fnmatch) on client certificate CNs allowed every RPC; once given, "
+        "other clients are refused unless --read-only-clients matches them (default: all are operators)",
+    )
+    flag(
+        "read-only-clients",
+        type=_patterns,
+        action="extend",
+        default=[],
+        metavar="PATTERNS",
+        help="comma-separated patterns on client certificate CNs that may only read (status, version, "
+        "processes, watches)",
+    )
+    flag(
+        "trace-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="repeatable: trace output paths sent by clients must lie under one of these directories",
     )
     add("--flagfile", help="read flags from this file, one per line (as dynolog's systemd unit does)")
     add("--version", action="version", version=f"dynolog {__version__}")
@@ -199,5 +239,9 @@ def parse_args(argv: Sequence[str]) -> DaemonConfig:
         process_keepalive_s=ns.process_keepalive_s,
         ipc_socket_dir=ns.ipc_socket_dir,
         ipc_allowed_uids=ns.ipc_allowed_uids or sorted({os.getuid(), 0}),
+        key_password_file=ns.key_password_file,
+        operator_clients=ns.operator_clients,
+        read_only_clients=ns.read_only_clients,
+        trace_roots=ns.trace_root,
         ignored_flags=ignored,
     )

@@ -58,9 +58,18 @@ class IpcAddressInUse(IpcError):
 Handler = Callable[["IpcEndpoint", bytes, Sender], None]
 
 
+# What an endpoint is for: dynolog's own address, or one of msMonitor's two sockets.
+DYNOLOG = "dynolog"
+MSMONITOR = "msmonitor"
+MSMONITOR_DATA = "msmonitor-data"
+
+
 class IpcEndpoint:
-    def __init__(self, address: wire.Address, handler: Handler, counters: IpcCounters) -> None:
+    def __init__(
+        self, address: wire.Address, handler: Handler, counters: IpcCounters, flavour: str = DYNOLOG
+    ) -> None:
         self.address = address
+        self.flavour = flavour
         self._handler = handler
         self._counters = counters
         self._sock: Optional[socket.socket] = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from msmonitor_plugin import wire
 
 from . import __version__
-from .ipc import IpcCounters, IpcEndpoint, Sender
+from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
 from .registry import ClientKind, ProcessRecord, Registry
 from .tracing import TraceManager
 
@@ -36,9 +36,10 @@ class IpcMonitor:
         }
         self._expiry: Optional[asyncio.TimerHandle] = None
 
-    def open(self, loop: asyncio.AbstractEventLoop, addresses: Sequence[wire.Address]) -> None:
-        for address in addresses:
-            endpoint = IpcEndpoint(address, self.dispatch, self.counters)
+    def open(self, loop: asyncio.AbstractEventLoop, addresses: Sequence[Tuple[wire.Address, str]]) -> None:
+        """Serve each (address, flavour): dynolog's own address, and msMonitor's sockets when configured."""
+        for address, flavour in addresses:
+            endpoint = IpcEndpoint(address, self.dispatch, self.counters, flavour)
             endpoint.open(loop)
             self.endpoints.append(endpoint)
         self._schedule_expiry(loop)
@@ -67,14 +68,21 @@ class IpcMonitor:
     def _on_kineto_request(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         request = wire.KinetoRequest.unpack(datagram.payload)
         new = self.registry.get(sender.pid) is None
-        record = self.registry.kineto_poll(sender.pid, sender.uid, request, sender.address)
+        record = self.registry.poll(
+            sender.pid, sender.uid, request, sender.address, self._poller_kind(endpoint, sender)
+        )
         if new:
             _log_registered(record)
-        reply = self.traces.kineto_poll(record, request.config_type)
+        reply = self.traces.poll(record, request.config_type)
         endpoint.send(wire.encode(wire.REQ, reply), sender.address)
 
     def _on_context(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        count = self.registry.context(sender.pid, wire.KinetoContext.unpack(datagram.payload))
+        new = self.registry.get(sender.pid) is None
+        count = self.registry.context(
+            sender.pid, sender.uid, wire.KinetoContext.unpack(datagram.payload), sender.address
+        )
+        if new:
+            _log_registered(self.registry.get(sender.pid))
         endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(count)), sender.address)
 
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
@@ -102,6 +110,8 @@ class IpcMonitor:
         if record is None:
             raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
         self.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
+        if datagram.type == wire.NPU_TRACE_STATUS:
+            self.traces.npu_status(record, status)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         wire.Bye.from_payload(datagram.payload)
@@ -112,6 +122,13 @@ class IpcMonitor:
         self.traces.process_gone(record, "exited")
         self._plugin_endpoints.pop(sender.pid, None)
         self.registry.plugin_bye(sender.pid)
+
+    def _poller_kind(self, endpoint: IpcEndpoint, sender: Sender) -> ClientKind:
+        """A ``req`` on msMonitor's socket, or from a process that sent ``ctxt``, is msMonitor's client."""
+        record = self.registry.get(sender.pid)
+        if endpoint.flavour == MSMONITOR or (record is not None and ClientKind.MSMONITOR in record.clients):
+            return ClientKind.MSMONITOR
+        return ClientKind.KINETO
 
     def _push(self, record: ProcessRecord, data: bytes) -> bool:
         endpoint = self._plugin_endpoints.get(record.host_pid)

@@ -12,12 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-from msmonitor_plugin import wire
+from msmonitor_plugin import identity, wire
 
 
 class ClientKind(enum.Enum):
-    PLUGIN = "plugin"
-    KINETO = "kineto"
+    PLUGIN = "plugin"  # this project's plugin (mm.hello)
+    KINETO = "kineto"  # stock PyTorch: polls with req, runs gputrace configs
+    MSMONITOR = "msmonitor"  # msMonitor's contract (ctxt, req, status structs): torch_npu, MindSpore
 
 
 class TraceState(enum.IntEnum):
@@ -48,7 +49,8 @@ class ProcessRecord:
     host_pid: int  # kernel-verified (SO_PASSCRED), in the daemon's pid namespace
     pid: int  # as the process sees itself
     uid: int
-    ancestors: Tuple[int, ...] = ()
+    ancestors: Tuple[int, ...] = ()  # as the process sees them
+    host_ancestors: Tuple[int, ...] = ()  # as the daemon sees them: they differ inside a container
     job_id: int = 0
     rank: int = -1
     local_rank: int = -1
@@ -69,8 +71,19 @@ class ProcessRecord:
     last_seen: float = field(default_factory=time.monotonic)
 
     def pid_chain(self) -> Tuple[int, ...]:
-        """Every pid a ``--pids`` filter may name for this process: itself (both views), then ancestors."""
-        return (self.host_pid, self.pid, *self.ancestors)
+        """Every pid a ``--pids`` filter may name: itself and its ancestors, in both pid namespaces."""
+        return (self.host_pid, self.pid, *self.ancestors, *self.host_ancestors)
+
+    @property
+    def accepts_push(self) -> bool:
+        return ClientKind.PLUGIN in self.clients and "push" in self.capabilities
+
+    def can_run(self, kind: str) -> bool:
+        """Whether some client in this process runs *kind* (wire.NPUTRACE, wire.GPUTRACE, ...)."""
+        if ClientKind.PLUGIN in self.clients and kind in self.capabilities:
+            return True
+        pull_clients = {wire.NPUTRACE: ClientKind.MSMONITOR, wire.GPUTRACE: ClientKind.KINETO}
+        return pull_clients.get(kind) in self.clients
 
 
 class Registry:
@@ -94,16 +107,19 @@ class Registry:
     ) -> ProcessRecord:
         record = self._by_pid.get(host_pid)
         if record is None:
-            record = self._by_pid[host_pid] = ProcessRecord(host_pid=host_pid, pid=pid, uid=uid)
+            record = self._by_pid[host_pid] = ProcessRecord(
+                host_pid=host_pid, pid=pid, uid=uid, host_ancestors=tuple(identity.ancestors(host_pid))
+            )
         record.clients.add(kind)
         record.addresses[kind] = address
         record.last_seen = time.monotonic()
         return record
 
-    def kineto_poll(
-        self, host_pid: int, uid: int, request: wire.KinetoRequest, address: wire.Address
+    def poll(
+        self, host_pid: int, uid: int, request: wire.KinetoRequest, address: wire.Address, kind: ClientKind
     ) -> ProcessRecord:
-        record = self._touch(host_pid, request.pids[0], uid, ClientKind.KINETO, address)
+        """A ``req``: from stock Kineto, or from an msMonitor client (*kind* says which)."""
+        record = self._touch(host_pid, request.pids[0], uid, kind, address)
         record.job_id = request.job_id
         if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
             record.ancestors = tuple(request.pids[1:])
@@ -140,8 +156,16 @@ class Registry:
         record.trace_state = _NPU_TRACE_STATES.get(status.status, record.trace_state)
         record.current_step = max(record.current_step, status.current_step)
 
-    def context(self, host_pid: int, context: wire.KinetoContext) -> int:
-        """Register a ``ctxt``; returns how many processes the (job, device) pair now has."""
+    def context(self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address) -> int:
+        """Register a ``ctxt`` (msMonitor's registration); returns the process count of its (job, device)."""
+        record = self._touch(host_pid, context.pid, uid, ClientKind.MSMONITOR, address)
+        if ClientKind.PLUGIN not in record.clients:
+            record.job_id, record.devices, record.backend = context.job_id, (context.device,), "msmonitor"
+            # msMonitor's init_dyno reports Idle for both right after registering.
+            if record.trace_state is TraceState.UNINITIALIZED:
+                record.trace_state = TraceState.IDLE
+            if record.monitor_state is MonitorState.UNINITIALIZED:
+                record.monitor_state = MonitorState.IDLE
         pids = self._contexts.setdefault((context.job_id, context.device), set())
         pids.add(host_pid)
         return len(pids)

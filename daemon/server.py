@@ -7,10 +7,16 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import List, Optional
 
+from dynocerts.crl import RevocationWatch
+from dynocerts.keys import PasswordSource
+from dynocerts.material import CertsError, Material
+from dynocerts.policy import check_covers
+from dynocerts.tls import load_server, server_credentials
 from dynoproto import SERVICE
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from grpc import aio
@@ -19,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from msmonitor_plugin import wire
 
 from . import __version__, logs
+from .auth import AccessPolicy, AuthInterceptor
 from .config import NO_CERTS, DaemonConfig
 from .ipc import IpcError
 from .ipc_monitor import IpcMonitor
@@ -64,7 +71,10 @@ class Daemon:
                 raise StartupError(str(exc)) from None
         self._server = self._build_server(tls)
         try:
-            self.port = self._server.add_insecure_port(config.grpc_target)
+            if tls is None:
+                self.port = self._server.add_insecure_port(config.grpc_target)
+            else:
+                self.port = self._server.add_secure_port(config.grpc_target, server_credentials(tls))
         except RuntimeError:
             self.port = 0
         if self.port == 0:
@@ -94,11 +104,11 @@ class Daemon:
     def _ipc_addresses(self) -> List[wire.Address]:
         return [wire.endpoint_address(wire.DAEMON_ENDPOINT, self.config.ipc_socket_dir)]
 
-    def _check_transport(self) -> bool:
-        """Whether gRPC uses TLS; plaintext beyond loopback needs the explicit NO_CERTS."""
+    def _check_transport(self) -> Optional[Material]:
+        """The checked TLS material, or None for plaintext, which beyond loopback needs NO_CERTS."""
         certs_dir = self.config.certs_dir
         if certs_dir is not None and certs_dir != NO_CERTS:
-            raise StartupError(f"--certs-dir {certs_dir}: TLS is not available in this build; use {NO_CERTS}")
+            return self._load_certificates(Path(certs_dir))
         if certs_dir is None and not _is_loopback(self.config.listen_address):
             raise StartupError(
                 f"refusing to serve plaintext gRPC on {self.config.listen_address} without certificates: "
@@ -110,11 +120,43 @@ class Daemon:
                 "trace this node",
                 self.config.listen_address,
             )
-        return False
+        return None
 
-    def _build_server(self, tls: bool) -> aio.Server:
-        server = aio.server()
-        pb_grpc.add_DynologServicer_to_server(DynologService(self.registry, self.ipc, tls), server)
+    def _load_certificates(self, certs_dir: Path) -> Material:
+        passwords = PasswordSource(self.config.key_password_file, ("DYNOLOG_KEY_PASSWORD",))
+        try:
+            material = load_server(certs_dir, passwords)
+        except CertsError as exc:
+            raise StartupError(str(exc)) from None
+        cert_file = str(certs_dir / "server.crt")
+        for warning in [
+            *material.warnings,
+            *check_covers(material.cert, cert_file, _host_names(self.config)),
+        ]:
+            log.warning("%s", warning)
+        log.info(
+            "mutual TLS: serving as %s, clients verified against %s, revocations from %s when present",
+            material.cert.subject.rfc4514_string(),
+            material.ca_file,
+            material.crl_path,
+        )
+        return material
+
+    def _interceptors(self, tls: Optional[Material]) -> List[aio.ServerInterceptor]:
+        if tls is None:
+            return []  # plaintext has no client identity to authorize
+        policy = AccessPolicy(
+            tuple(self.config.operator_clients) if self.config.operator_clients is not None else None,
+            tuple(self.config.read_only_clients),
+        )
+        watch = RevocationWatch(tls.crl_path, tls.cas, tls.ca_file)
+        return [AuthInterceptor(policy, watch.revocation)]
+
+    def _build_server(self, tls: Optional[Material]) -> aio.Server:
+        server = aio.server(interceptors=self._interceptors(tls))
+        pb_grpc.add_DynologServicer_to_server(
+            DynologService(self.registry, self.ipc, tls is not None, self.config.trace_roots), server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
             (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
@@ -137,6 +179,16 @@ def _warn_long_socket_dir(socket_dir: str) -> None:
         )
 
 
+def _host_names(config: DaemonConfig) -> List[str]:
+    """Names clients may dial this daemon by, to warn when the server certificate names none."""
+    names = [socket.gethostname(), socket.getfqdn()]
+    if _is_loopback(config.listen_address):
+        names += ["localhost", config.listen_address]
+    elif config.listen_address not in ("0.0.0.0", "::", ""):
+        names.append(config.listen_address)
+    return list(dict.fromkeys(names))
+
+
 def _is_loopback(address: str) -> bool:
     if address == "localhost":
         return True
@@ -155,8 +207,9 @@ def run(config: DaemonConfig) -> int:
     try:
         asyncio.run(Daemon(config).run())
     except StartupError as exc:
-        log.error("%s", exc)
-        print(f"dynolog: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # certificate problems come one per line
+            log.error("%s", line)
+            print(f"dynolog: {line}", file=sys.stderr)
         return 1
     finally:
         logs.shutdown()

@@ -105,7 +105,7 @@ class TraceManager:
             return f"{request.log_file.rstrip('/')}/{host}_{record.pid}_<timestamp>_<backend>/"
 
         def decide(record: ProcessRecord) -> pb.Reason.ValueType:
-            if ClientKind.PLUGIN not in record.clients:
+            if not record.can_run(wire.NPUTRACE):
                 return pb.REASON_NOT_SUPPORTED
             if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
                 return pb.REASON_START_STEP_PASSED
@@ -119,7 +119,9 @@ class TraceManager:
             wire.GPUTRACE,
             text,
             request.targets,
-            lambda record: pb.REASON_UNSPECIFIED,
+            lambda record: (
+                pb.REASON_UNSPECIFIED if record.can_run(wire.GPUTRACE) else pb.REASON_NOT_SUPPORTED
+            ),
             lambda record: configtext.kineto_output_file(request.log_file, record.pid),
         )
 
@@ -222,7 +224,7 @@ class TraceManager:
         )
         trace.config[record.host_pid] = text
         self._by_process[record.host_pid] = trace.trace_id
-        if ClientKind.PLUGIN in record.clients:
+        if record.accepts_push:
             self._push_command(trace, record)
 
     def _push_command(self, trace: Trace, record: ProcessRecord) -> None:
@@ -237,10 +239,17 @@ class TraceManager:
 
     # --- what processes tell us -----------------------------------------------------------------
 
-    def kineto_poll(self, record: ProcessRecord, config_type: int) -> bytes:
-        """The reply to a Kineto ``req``: a staged config, once, only when its activity profiler is free."""
-        if ClientKind.PLUGIN in record.clients:
+    def poll(self, record: ProcessRecord, config_type: int) -> bytes:
+        """The reply to a ``req``: the staged config, once.
+
+        msMonitor clients take any staged command at once and report progress in status structs. Stock
+        Kineto takes a config only while its activity profiler is free (the type bit), and its progress
+        is read from its polls: busy while tracing, free again when done.
+        """
+        if record.accepts_push:
             return b""  # the plugin in the same process takes commands by push: one delivery only
+        if ClientKind.MSMONITOR in record.clients:
+            return self._deliver_pulled(record)
         busy = not config_type & wire.CONFIG_ACTIVITIES
         record.trace_state = TraceState.RUNNING if busy else TraceState.IDLE
         trace = self._active_trace(record.host_pid)
@@ -248,10 +257,7 @@ class TraceManager:
             return b""
         process = trace.processes[record.host_pid]
         if process.phase == pb.TRACE_PHASE_STAGED and not busy:
-            text = trace.config.pop(record.host_pid)
-            trace.pulled.add(record.host_pid)
-            self._set_phase(trace, process, pb.TRACE_PHASE_DELIVERED)
-            return (text + "\n").encode()
+            return self._deliver_pulled(record)
         if process.phase == pb.TRACE_PHASE_DELIVERED and busy:
             self._set_phase(trace, process, pb.TRACE_PHASE_RUNNING)
         elif process.phase == pb.TRACE_PHASE_RUNNING and not busy:  # busy, then free again: it is done
@@ -262,9 +268,42 @@ class TraceManager:
             self._check_kineto_file(trace, process, final=polls >= KINETO_IDLE_POLLS)
         return b""
 
+    def _deliver_pulled(self, record: ProcessRecord) -> bytes:
+        trace = self._active_trace(record.host_pid)
+        if trace is None or record.host_pid not in trace.config:
+            return b""
+        text = trace.config.pop(record.host_pid)
+        trace.pulled.add(record.host_pid)
+        self._set_phase(trace, trace.processes[record.host_pid], pb.TRACE_PHASE_DELIVERED)
+        return (text + "\n").encode()
+
+    def npu_status(self, record: ProcessRecord, status: wire.NpuStatus) -> None:
+        """msMonitor clients report a trace through status structs: Ready (2), Running (1), then Idle (0)."""
+        trace = self._active_trace(record.host_pid)
+        if trace is None or record.host_pid not in trace.pulled:
+            return
+        process = trace.processes[record.host_pid]
+        process.current_step = status.current_step
+        if status.status in (1, 2):
+            process.start_step, process.stop_step = status.start_step, status.stop_step
+            phase = pb.TRACE_PHASE_RUNNING if status.status == 1 else pb.TRACE_PHASE_READY
+            return self._set_phase(trace, process, phase)
+        if status.status == 0 and process.phase == pb.TRACE_PHASE_RUNNING:
+            process.files[:] = _framework_outputs(process.output, trace.created_at)
+            return self._set_phase(trace, process, pb.TRACE_PHASE_FINISHED)
+        if status.status == -1:
+            process.error = (
+                "the framework's monitor process left (status Uninitialized) before the trace finished"
+            )
+            self._set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+
     def plugin_hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         trace = self._active_trace(record.host_pid)
-        if trace is not None and trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED:
+        if (
+            trace is not None
+            and trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED
+            and record.accepts_push
+        ):
             self._push_command(trace, record)  # the push may have been lost; the plugin ignores repeats
         elif trace is None and hello.trace_id:
             self._adopt(record, hello)
@@ -348,6 +387,16 @@ class TraceManager:
             del self._by_process[process.host_pid]
             trace.config.pop(process.host_pid, None)
         trace.changed()
+
+
+def _framework_outputs(expected: str, since: float) -> List[str]:
+    """The directories torch_npu / MindSpore wrote under the --log-file since the trace was sent."""
+    root = expected.split("/<", 1)[0].rsplit("/", 1)[0] if "/<" in expected else os.path.dirname(expected)
+    try:
+        entries = [os.path.join(root, name) for name in os.listdir(root)]
+    except OSError:
+        return []
+    return sorted(p for p in entries if os.path.isdir(p) and os.path.getmtime(p) >= since - 1)
 
 
 def _ineffective(reason: pb.Reason.ValueType, message: str) -> pb.CommandResponse:

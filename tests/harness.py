@@ -104,10 +104,9 @@ class Daemon:
     def command(self) -> List[str]:
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         base = [str(BIN / "dynolog"), "--enable-ipc-monitor", "--port", "0", "--log-file", str(self.log_file)]
-        if "--ipc-socket-dir" not in self.args and not any(
-            a.startswith("--ipc-socket-dir=") for a in self.args
-        ):
-            base += ["--ipc-socket-dir", str(self.socket_dir)]
+        for flag in ("--ipc-socket-dir", "--msmonitor-socket-dir"):  # never the user's real sockets
+            if not any(a == flag or a.startswith(flag + "=") for a in self.args):
+                base += [flag, str(self.socket_dir)]
         return base + list(self.args)
 
     def start(self) -> Daemon:

@@ -37,10 +37,14 @@ def test_usage_errors_exit_2():
 def test_status_readable_and_json(daemon: Daemon):
     text = daemon.dyno("status", check=True).stdout
     assert text.startswith("dynolog ")
-    assert f"ipc:        {daemon.socket_dir}/dynolog" in text
+    assert f"ipc:        {daemon.socket_dir}/dynolog, " in text
     status = daemon.dyno_json("status")
     assert status["ipc_enabled"] is True
-    assert status["ipc_addresses"] == [f"{daemon.socket_dir}/dynolog"]
+    assert status["ipc_addresses"] == [
+        f"{daemon.socket_dir}/dynolog",  # Kineto's and the plugin's
+        f"{daemon.socket_dir}/dynolog.sock",  # msMonitor's control socket
+        f"{daemon.socket_dir}/dynolog_data.sock",  # msMonitor's metric data
+    ]
     assert status["processes"] == 0
     assert status["tls"] is False
 

@@ -30,6 +30,9 @@ MAX_PIDS = 64
 
 # Endpoint names. Abstract names carry a leading and a trailing NUL, exactly as ipcfabric builds them.
 DAEMON_ENDPOINT = "dynolog"
+# msMonitor's daemon listens on pathnames in its user's home instead: control, and metric data.
+MSMONITOR_CONTROL_SOCKET = "dynolog.sock"
+MSMONITOR_DATA_SOCKET = "dynolog_data.sock"
 
 # Message types: dynolog / Kineto / msMonitor compatibility.
 REQ = "req"
