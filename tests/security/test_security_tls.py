@@ -70,30 +70,50 @@ def test_ip_address_san(tls_daemon: Daemon, dirs: Dirs) -> None:
     assert result.stdout.startswith("dynolog ")
 
 
+def handshake(
+    d: Daemon, authority: Authority, bundle: Path, version: ssl.TLSVersion, ciphers: str = "DEFAULT"
+) -> str:
+    """A raw TLS handshake with alice's certificate: the negotiated version and suite, or the error."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.set_ciphers(f"{ciphers}:@SECLEVEL=0")  # let this client offer what the daemon must refuse
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.load_verify_locations(cadata=cf.pem(authority.ca.cert).decode())
+    ctx.load_cert_chain(bundle)
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                return f"{tls.version()} {tls.cipher()[0]}"  # type: ignore[index]
+        except ssl.SSLError as exc:
+            return exc.reason or str(exc)
+
+
+@pytest.fixture
+def alice_bundle(tmp_path: Path, authority: Authority) -> Path:
+    return cf.write(tmp_path / "alice.pem", cf.pem(authority.alice.cert) + pkcs8_pem(authority.alice.key))
+
+
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 def test_tls_1_1_is_refused_1_2_and_1_3_accepted(
-    tls_daemon: Daemon, authority: Authority, tmp_path: Path
+    tls_daemon: Daemon, authority: Authority, alice_bundle: Path
 ) -> None:
-    bundle = cf.write(tmp_path / "alice.pem", cf.pem(authority.alice.cert) + pkcs8_pem(authority.alice.key))
-
-    def handshake(version: ssl.TLSVersion) -> str:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer TLS 1.1: the daemon must refuse it
-        ctx.minimum_version = ctx.maximum_version = version
-        ctx.load_verify_locations(cadata=cf.pem(authority.ca.cert).decode())
-        ctx.load_cert_chain(bundle)
-        ctx.set_alpn_protocols(["h2"])
-        with socket.create_connection(("127.0.0.1", tls_daemon.port), timeout=10) as raw:
-            try:
-                with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
-                    return str(tls.version())
-            except ssl.SSLError as exc:
-                return exc.reason or str(exc)
-
     # The client sent its TLS 1.1 hello (it did not fail with NO_PROTOCOLS_AVAILABLE); the daemon hung up.
-    assert handshake(ssl.TLSVersion.TLSv1_1) == "UNEXPECTED_EOF_WHILE_READING"
-    assert handshake(ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
-    assert handshake(ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    assert (
+        handshake(tls_daemon, authority, alice_bundle, ssl.TLSVersion.TLSv1_1)
+        == "UNEXPECTED_EOF_WHILE_READING"
+    )
+    assert handshake(tls_daemon, authority, alice_bundle, ssl.TLSVersion.TLSv1_2).startswith("TLSv1.2 ECDHE-")
+    assert handshake(tls_daemon, authority, alice_bundle, ssl.TLSVersion.TLSv1_3).startswith("TLSv1.3 TLS_")
+
+
+def test_tls_1_2_suites(tls_daemon: Daemon, authority: Authority, alice_bundle: Path) -> None:
+    v12 = ssl.TLSVersion.TLSv1_2
+    gcm = "ECDHE-ECDSA-AES128-GCM-SHA256"
+    assert handshake(tls_daemon, authority, alice_bundle, v12, gcm) == f"TLSv1.2 {gcm}"
+    assert (
+        handshake(tls_daemon, authority, alice_bundle, v12, "ECDHE-ECDSA-AES128-SHA")
+        == "UNEXPECTED_EOF_WHILE_READING"
+    )
 
 
 # --- the client side: what dyno refuses before connecting ------------------------------------
