@@ -1,0 +1,72 @@
+"""Where the daemon sends monitor reports: TensorBoard, Prometheus, a rotating JSONL file.
+
+Each sink is a class with ``emit(process, report)`` and ``close()`` (and ``forget(process)`` when it keeps
+per-process state); :class:`Sinks` fans a report out to all of them, so that one failing sink never
+stops the others. Sinks take plain typed arguments — a :class:`ProcessLabels` and the plugin's
+:class:`~msmonitor_plugin.monitor.report.Report` — and know nothing of the registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Dict, Protocol, Sequence
+
+from msmonitor_plugin.monitor.report import Report
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProcessLabels:
+    """Who sent a report: the labels every sink attaches to it."""
+
+    host: str
+    job: str
+    rank: int
+    pid: int
+
+    @property
+    def rank_label(self) -> str:
+        """The rank, or ``pid<N>`` for a process without one, so that two such processes never collide."""
+        return str(self.rank) if self.rank >= 0 else f"pid{self.pid}"
+
+
+class Sink(Protocol):
+    def emit(self, process: ProcessLabels, report: Report) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Sinks:
+    """All configured sinks as one; errors are logged and counted per sink, never raised."""
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+        self.errors: Dict[str, int] = {}
+
+    def emit(self, process: ProcessLabels, report: Report) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "emit", lambda s=sink: s.emit(process, report))
+
+    def forget(self, process: ProcessLabels) -> None:
+        """The process left: sinks that keep per-process state drop it."""
+        for sink in self.sinks:
+            forget = getattr(sink, "forget", None)
+            if forget is not None:
+                self._guard(sink, "forget", lambda f=forget: f(process))
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "close", sink.close)
+
+    def _guard(self, sink: Sink, what: str, action: object) -> None:
+        name = type(sink).__name__
+        try:
+            action()  # type: ignore[operator]
+        except Exception:
+            self.errors[name] = self.errors.get(name, 0) + 1
+            log.exception("%s.%s failed", name, what)
+
+
+__all__ = ["ProcessLabels", "Sink", "Sinks"]

@@ -1,0 +1,153 @@
+"""Prometheus exposition of the monitor reports (``--prometheus-address``, ``--prometheus-port``).
+
+Every series carries the labels ``host``, ``job``, ``rank`` (``pid<N>`` for a process without a rank),
+``device`` (``-1``: host) and ``kind``:
+
+=========================================  =======  ==============================================
+metric                                     type     value
+=========================================  =======  ==============================================
+``msmonitor_records_total``                counter  records observed since the process registered
+``msmonitor_duration_seconds_total``       counter  their summed duration
+``msmonitor_interval_records``             gauge    records in the last report's interval
+``msmonitor_interval_duration_seconds``    gauge    their summed duration
+``msmonitor_interval_mean_seconds``        gauge    mean duration in the last interval
+``msmonitor_interval_max_seconds``         gauge    longest duration in the last interval
+``msmonitor_top_duration_seconds``         gauge    + ``name``: summed duration of one of the top N
+                                                    names of the last interval
+``msmonitor_top_records``                  gauge    + ``name``: its record count
+``msmonitor_dropped_total``                counter  ``host, job, rank, reason``: records lost
+``msmonitor_report_timestamp_seconds``     gauge    ``host, job, rank``: end of the last interval
+=========================================  =======  ==============================================
+
+Names are limited to the top N (default 10) of the last report to bound cardinality; marker names are
+``<domain>/<name>``. A process's series disappear when it is forgotten (it left the daemon).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from msmonitor_plugin.monitor.records import Kind
+from msmonitor_plugin.monitor.report import Report
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from . import ProcessLabels
+
+LABELS = ["host", "job", "rank", "device", "kind"]
+PROCESS_LABELS = ["host", "job", "rank"]
+NS = 1e-9
+
+
+@dataclass
+class _Process:
+    labels: ProcessLabels
+    last: Optional[Report] = None
+    records: Dict[Tuple[int, str], int] = field(default_factory=dict)  # (device, kind) -> cumulative
+    duration_ns: Dict[Tuple[int, str], int] = field(default_factory=dict)
+    dropped: Dict[str, int] = field(default_factory=dict)
+
+
+class _ReportCollector(Collector):
+    def __init__(self, sink: PrometheusSink) -> None:
+        self.sink = sink
+
+    def collect(self) -> Iterable[Metric]:
+        with self.sink._lock:
+            processes = list(self.sink._processes.values())
+            return _families(processes, self.sink.top_n)
+
+
+def _families(processes: List[_Process], top_n: int) -> List[Metric]:
+    records = CounterMetricFamily("msmonitor_records", "Records observed", labels=LABELS)
+    duration = CounterMetricFamily("msmonitor_duration_seconds", "Summed record duration", labels=LABELS)
+    interval_records = GaugeMetricFamily(
+        "msmonitor_interval_records", "Records in the last interval", labels=LABELS
+    )
+    interval_duration = GaugeMetricFamily(
+        "msmonitor_interval_duration_seconds", "Summed duration in the last interval", labels=LABELS
+    )
+    mean = GaugeMetricFamily(
+        "msmonitor_interval_mean_seconds", "Mean duration in the last interval", labels=LABELS
+    )
+    longest = GaugeMetricFamily(
+        "msmonitor_interval_max_seconds", "Longest duration in the last interval", labels=LABELS
+    )
+    top_duration = GaugeMetricFamily(
+        "msmonitor_top_duration_seconds", "Summed duration of a top name", labels=[*LABELS, "name"]
+    )
+    top_records = GaugeMetricFamily(
+        "msmonitor_top_records", "Records of a top name", labels=[*LABELS, "name"]
+    )
+    dropped = CounterMetricFamily("msmonitor_dropped", "Records lost", labels=[*PROCESS_LABELS, "reason"])
+    stamp = GaugeMetricFamily(
+        "msmonitor_report_timestamp_seconds", "End of the last interval", labels=PROCESS_LABELS
+    )
+    for p in processes:
+        who = [p.labels.host, p.labels.job, p.labels.rank_label]
+        for (device, kind), count in sorted(p.records.items()):
+            records.add_metric([*who, str(device), kind], count)
+            duration.add_metric([*who, str(device), kind], p.duration_ns[(device, kind)] * NS)
+        for reason, count in sorted(p.dropped.items()):
+            dropped.add_metric([*who, reason], count)
+        if p.last is None:
+            continue
+        stamp.add_metric(who, p.last.end_ns * NS)
+        for ks in p.last.kinds:
+            labels = [*who, str(ks.device), ks.kind.label]
+            interval_records.add_metric(labels, ks.count)
+            interval_duration.add_metric(labels, ks.total_ns * NS)
+            mean.add_metric(labels, ks.mean_ns * NS)
+            longest.add_metric(labels, ks.max_ns * NS)
+            for name in ks.top[:top_n]:
+                key = f"{name.domain}/{name.name}" if ks.kind == Kind.MARKER else name.name
+                top_duration.add_metric([*labels, key], name.total_ns * NS)
+                top_records.add_metric([*labels, key], name.count)
+    return [records, duration, interval_records, interval_duration, mean, longest, top_duration, top_records,
+            dropped, stamp]  # fmt: skip
+
+
+class PrometheusSink:
+    """Keeps each process's latest report and running totals; serves them on *address*:*port*.
+
+    ``port=None`` serves nothing (for embedding the registry elsewhere); ``port=0`` picks a free port
+    (see :attr:`port`).
+    """
+
+    def __init__(self, address: str = "127.0.0.1", port: Optional[int] = 9464, top_n: int = 10) -> None:
+        self.top_n = top_n
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._lock = threading.Lock()
+        self._processes: Dict[Tuple[str, int], _Process] = {}
+        self.registry.register(_ReportCollector(self))
+        self._server = None
+        self.port = 0
+        if port is not None:
+            self._server, self._thread = start_http_server(port, address, registry=self.registry)
+            self.port = self._server.server_port
+
+    def emit(self, process: ProcessLabels, report: Report) -> None:
+        with self._lock:
+            state = self._processes.setdefault((process.host, process.pid), _Process(process))
+            state.labels = process
+            state.last = report
+            for ks in report.kinds:
+                key = (ks.device, ks.kind.label)
+                state.records[key] = state.records.get(key, 0) + ks.count
+                state.duration_ns[key] = state.duration_ns.get(key, 0) + ks.total_ns
+            for reason, count in report.dropped.items():
+                state.dropped[reason] = state.dropped.get(reason, 0) + count
+
+    def forget(self, process: ProcessLabels) -> None:
+        with self._lock:
+            self._processes.pop((process.host, process.pid), None)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(5)
+            self._server = None

@@ -1,0 +1,95 @@
+"""TensorBoard event files under ``--metric_log_dir``, written with tensorboardX.
+
+Layout: one run per device, ``device_<id>/``, and one per process for host-side data,
+``device_host/rank_<rank>/`` (``pid<N>`` for a process without a rank): every process has host data
+(API calls, host markers), and one run per process keeps their series apart while TensorBoard still
+overlays them in one chart per tag. msMonitor meant host data to land in ``device_host`` but wrote it to
+``device_18446744073709551615``; and it dropped Communication, AclAPI, NodeAPI and RuntimeAPI. Every
+kind is written here.
+
+Scalar tags, per kind: ``<Kind>/total_ns``, ``<Kind>/count``, ``<Kind>/mean_ns``, ``<Kind>/max_ns``; per top
+name (at most ``top_n``): ``<Kind>/top/<name>/total_ns`` and ``…/mean_ns`` (markers:
+``Marker/top/<domain>/<name>/…``); per process, in its host run: ``dropped/<reason>``. Step: the report's
+sequence number; wall time: the end of its interval.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from msmonitor_plugin.monitor.records import Kind
+from msmonitor_plugin.monitor.report import KindStat, Report
+from tensorboardX import SummaryWriter
+
+from . import ProcessLabels
+
+
+def run_dir(process: ProcessLabels, device: int) -> str:
+    return f"device_{device}" if device >= 0 else f"device_host/rank_{process.rank_label}"
+
+
+def scalars(ks: KindStat, top_n: int) -> List[Tuple[str, float]]:
+    """The (tag, value) pairs of one kind on one device."""
+    label = ks.kind.label
+    out = [
+        (f"{label}/total_ns", float(ks.total_ns)),
+        (f"{label}/count", float(ks.count)),
+        (f"{label}/mean_ns", ks.mean_ns),
+        (f"{label}/max_ns", float(ks.max_ns)),
+    ]
+    for name in ks.top[:top_n]:
+        key = f"{name.domain}/{name.name}" if ks.kind == Kind.MARKER else name.name
+        out.append((f"{label}/top/{key}/total_ns", float(name.total_ns)))
+        out.append((f"{label}/top/{key}/mean_ns", name.mean_ns))
+    return out
+
+
+class TensorBoardSink:
+    def __init__(self, log_dir: Path, top_n: int = 10, flush_secs: int = 10) -> None:
+        self.log_dir = log_dir
+        self.top_n = top_n
+        self.flush_secs = flush_secs
+        self._writers: Dict[Tuple[str, int], Any] = {}  # (run, pid) -> SummaryWriter
+        self._lock = threading.Lock()
+
+    def _writer(self, run: str, pid: int) -> Any:
+        key = (run, pid)
+        writer = self._writers.get(key)
+        if writer is None:
+            writer = SummaryWriter(
+                logdir=str(self.log_dir / run), flush_secs=self.flush_secs, filename_suffix=f".pid{pid}"
+            )
+            self._writers[key] = writer
+        return writer
+
+    def emit(self, process: ProcessLabels, report: Report) -> None:
+        walltime = report.end_ns / 1e9
+        with self._lock:
+            for ks in report.kinds:
+                writer = self._writer(run_dir(process, ks.device), process.pid)
+                for tag, value in scalars(ks, self.top_n):
+                    writer.add_scalar(tag, value, global_step=report.seq, walltime=walltime)
+            if report.dropped:
+                writer = self._writer(run_dir(process, -1), process.pid)
+                for reason, count in sorted(report.dropped.items()):
+                    writer.add_scalar(
+                        f"dropped/{reason}", float(count), global_step=report.seq, walltime=walltime
+                    )
+
+    def flush(self) -> None:
+        with self._lock:
+            for writer in self._writers.values():
+                writer.flush()
+
+    def forget(self, process: ProcessLabels) -> None:
+        with self._lock:
+            for key in [k for k in self._writers if k[1] == process.pid]:
+                self._writers.pop(key).close()
+
+    def close(self) -> None:
+        with self._lock:
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
