@@ -11,7 +11,7 @@ from typing import List, Tuple
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.trace.spec import kineto_output_file
 
-__all__ = ["gpu_trace", "kineto_output_file", "npu_trace", "with_trace_id"]
+__all__ = ["gpu_trace", "kineto_output_file", "npu_monitor", "npu_trace", "with_trace_id"]
 
 Lines = List[Tuple[str, object]]
 
@@ -104,3 +104,21 @@ def gpu_trace(request: pb.GpuTraceRequest) -> str:
         ("PROFILE_WITH_MODULES", request.with_modules),
     ]
     return render(lines)
+
+
+def npu_monitor(request: pb.NpuMonitorRequest) -> str:
+    """msMonitor's npu-monitor keys; empty values stay empty (torch_npu keeps ``KEY=`` lines)."""
+    lines = [
+        ("NPU_MONITOR_START", _value(request.start)),
+        ("NPU_MONITOR_STOP", _value(request.stop)),
+        ("REPORT_INTERVAL_S", str(request.report_interval_s)),
+        ("DURATION", repr(float(request.duration_s))),
+        ("MSPTI_ACTIVITY_KIND", ",".join(request.activity_kinds) or "Marker"),
+        ("NPU_MONITOR_LOG_FILE", request.log_file),
+        ("NPU_MONITOR_EXPORT_TYPE", request.export_type or "DB"),
+        ("JSONL_ROTATE_LOG_LINES", request.jsonl_rotate_log_lines),
+        ("JSONL_ROTATE_LOG_FILES", request.jsonl_rotate_log_files),
+        ("NPU_MONITOR_FILTER", request.filter),
+        ("TOP_N", str(request.top_n or 10)),
+    ]
+    return "\n".join(f"{key}={value}" for key, value in lines)

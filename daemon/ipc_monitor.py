@@ -10,6 +10,7 @@ from msmonitor_plugin import wire
 
 from . import __version__
 from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
+from .monitoring import MonitorManager, Sink
 from .registry import ClientKind, ProcessRecord, Registry
 from .tracing import TraceManager
 
@@ -17,11 +18,12 @@ log = logging.getLogger("dynolog.ipc")
 
 
 class IpcMonitor:
-    def __init__(self, registry: Registry, allowed_uids: Sequence[int]) -> None:
+    def __init__(self, registry: Registry, allowed_uids: Sequence[int], sinks: Sequence[Sink] = ()) -> None:
         self.registry = registry
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
         self.traces = TraceManager(registry, self._push)
+        self.monitors = MonitorManager(registry, self._push, sinks)
         self._allowed_uids = frozenset(allowed_uids)
         # The endpoint each plugin process talks through: pushes must leave by the same socket.
         self._plugin_endpoints: Dict[int, IpcEndpoint] = {}
@@ -33,6 +35,9 @@ class IpcMonitor:
             wire.NPU_TRACE_STATUS: self._on_npu_status,
             wire.NPU_MONITOR_STATUS: self._on_npu_status,
             wire.BYE: self._on_bye,
+            wire.MONITOR: self._on_monitor,
+            wire.METRICS: self._on_metrics,
+            wire.DATA: self._on_data,
         }
         self._expiry: Optional[asyncio.TimerHandle] = None
 
@@ -45,6 +50,7 @@ class IpcMonitor:
         self._schedule_expiry(loop)
 
     def close(self) -> None:
+        self.monitors.close()
         if self._expiry is not None:
             self._expiry.cancel()
         for endpoint in self.endpoints:
@@ -97,18 +103,32 @@ class IpcMonitor:
         self.traces.plugin_hello(record, hello)
 
     def _on_event(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        event = wire.TraceEvent.from_payload(datagram.payload)
+        self.traces.event(self._registered(sender, datagram), wire.TraceEvent.from_payload(datagram.payload))
+
+    def _on_monitor(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        self.monitors.monitor_event(
+            self._registered(sender, datagram), wire.MonitorEvent.from_payload(datagram.payload)
+        )
+
+    def _on_metrics(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        self.monitors.metrics_chunk(self._registered(sender, datagram), datagram.payload)
+
+    def _on_data(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        """msMonitor's metric messages, from processes that do not send this project's reports."""
+        record = self._registered(sender, datagram)
+        if not record.accepts_push:
+            self.monitors.data_message(record, datagram.payload)
+
+    def _registered(self, sender: Sender, datagram: wire.Datagram) -> ProcessRecord:
         record = self.registry.get(sender.pid)
         if record is None:
-            raise wire.WireError(f"trace event from unregistered pid {sender.pid}")
-        self.traces.event(record, event)
+            raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
+        return record
 
     def _on_npu_status(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         """msMonitor's status structs (torch_npu / MindSpore through IPCMonitor): kept per process."""
         status = wire.NpuStatus.unpack(datagram.payload)
-        record = self.registry.get(sender.pid)
-        if record is None:
-            raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
+        record = self._registered(sender, datagram)
         self.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
         if datagram.type == wire.NPU_TRACE_STATUS:
             self.traces.npu_status(record, status)
@@ -120,6 +140,7 @@ class IpcMonitor:
             return
         log.info("process %d left", sender.pid)
         self.traces.process_gone(record, "exited")
+        self.monitors.forget(record)
         self._plugin_endpoints.pop(sender.pid, None)
         self.registry.plugin_bye(sender.pid)
 
@@ -143,6 +164,7 @@ class IpcMonitor:
             for record in self.registry.expire():
                 log.info("forgot process %d (job %d, rank %d)", record.host_pid, record.job_id, record.rank)
                 self.traces.process_gone(record, "exited or stopped responding")
+                self.monitors.forget(record)
                 self._plugin_endpoints.pop(record.host_pid, None)
             self._expiry = loop.call_later(interval, sweep)
 

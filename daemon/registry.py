@@ -35,6 +35,7 @@ class MonitorState(enum.IntEnum):
 
 
 _TRACE_PHASES = {"ready": TraceState.READY, "running": TraceState.RUNNING}
+_MONITOR_STATES = {"running": MonitorState.RUNNING, "idle": MonitorState.IDLE}
 _NPU_TRACE_STATES = {
     -1: TraceState.UNINITIALIZED,
     0: TraceState.IDLE,
@@ -65,6 +66,8 @@ class ProcessRecord:
     # Where to reach each client: the plugin accepts pushes, Kineto only replies to polls.
     addresses: Dict[ClientKind, wire.Address] = field(default_factory=dict)
     current_step: int = 0
+    # A command staged for a client that polls (Kineto, msMonitor's), taken by its next `req`.
+    outbox: Optional[str] = None
     trace_state: TraceState = TraceState.UNINITIALIZED
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
     registered_at: float = field(default_factory=time.time)
@@ -140,9 +143,12 @@ class Registry:
         record.versions = dict(hello.versions)
         record.plugin_version = hello.plugin_version
         record.capabilities = tuple(hello.capabilities)
-        record.current_step = hello.step
-        # The plugin's own word on its trace is authoritative (it survives a daemon restart).
-        record.trace_state = _TRACE_PHASES.get(hello.trace_phase, TraceState.IDLE)
+        record.current_step = max(record.current_step, hello.step)
+        if "push" in hello.capabilities:
+            # This plugin runs traces and monitors itself: its word on them is authoritative (and
+            # survives a daemon restart). Other clients report them in msMonitor's status structs.
+            record.trace_state = _TRACE_PHASES.get(hello.trace_phase, TraceState.IDLE)
+            record.monitor_state = _MONITOR_STATES.get(hello.monitor_state, record.monitor_state)
         if record.monitor_state is MonitorState.UNINITIALIZED:
             record.monitor_state = MonitorState.IDLE
         return record

@@ -15,7 +15,7 @@ from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from . import __version__
+from . import __version__, targeting
 from .ipc_monitor import IpcMonitor
 from .paths import check_output_path
 from .registry import ClientKind, ProcessRecord, Registry
@@ -106,6 +106,30 @@ class DynologService(pb_grpc.DynologServicer):
             # Stock Kineto reports nothing: its file is looked for at each wake-up, at least every second.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(updated.wait(), timeout=1.0)
+
+    async def NpuMonitor(
+        self, request: pb.NpuMonitorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommandResponse:
+        await self._accept(context, validate.npu_monitor(request), request.log_file)
+        assert self._ipc is not None
+        return await self._ipc.monitors.command(request)
+
+    async def WatchMetrics(
+        self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.MetricsReport]:
+        """Each matched process's reports as they arrive, until the client goes away."""
+        await self._traces(context)
+        assert self._ipc is not None
+        monitors = self._ipc.monitors
+        queue = monitors.watch(request.targets, request.latest)
+        try:
+            while True:
+                report = await queue.get()
+                record = self._registry.get(report.host_pid)
+                if record is None or targeting.matches(record, request.targets):
+                    yield report
+        finally:
+            monitors.unwatch(queue)
 
     async def _accept(
         self, context: grpc.aio.ServicerContext, errors: List[validate.FieldError], log_file: str

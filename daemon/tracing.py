@@ -197,9 +197,11 @@ class TraceManager:
         """nputrace and npu-monitor exclude each other per process; one trace at a time."""
         if record.monitor_state is MonitorState.RUNNING:
             return pb.REASON_NPU_MONITOR_RUNNING
-        if record.host_pid in self._by_process or record.trace_state in (
-            TraceState.READY,
-            TraceState.RUNNING,
+        busy_states = (TraceState.READY, TraceState.RUNNING)
+        if (
+            record.host_pid in self._by_process
+            or record.trace_state in busy_states
+            or record.outbox is not None
         ):
             return pb.REASON_TRACE_BUSY
         return pb.REASON_UNSPECIFIED
@@ -222,10 +224,12 @@ class TraceManager:
             output=output,
             updated_at=time.time(),
         )
-        trace.config[record.host_pid] = text
         self._by_process[record.host_pid] = trace.trace_id
         if record.accepts_push:
+            trace.config[record.host_pid] = text  # kept to push again if the push was lost
             self._push_command(trace, record)
+        else:
+            record.outbox = text
 
     def _push_command(self, trace: Trace, record: ProcessRecord) -> None:
         command = wire.Command(kind=trace.kind, trace_id=trace.trace_id, config=trace.config[record.host_pid])
@@ -249,7 +253,7 @@ class TraceManager:
         if record.accepts_push:
             return b""  # the plugin in the same process takes commands by push: one delivery only
         if ClientKind.MSMONITOR in record.clients:
-            return self._deliver_pulled(record)
+            return self._take_outbox(record)
         busy = not config_type & wire.CONFIG_ACTIVITIES
         record.trace_state = TraceState.RUNNING if busy else TraceState.IDLE
         trace = self._active_trace(record.host_pid)
@@ -257,7 +261,7 @@ class TraceManager:
             return b""
         process = trace.processes[record.host_pid]
         if process.phase == pb.TRACE_PHASE_STAGED and not busy:
-            return self._deliver_pulled(record)
+            return self._take_outbox(record)
         if process.phase == pb.TRACE_PHASE_DELIVERED and busy:
             self._set_phase(trace, process, pb.TRACE_PHASE_RUNNING)
         elif process.phase == pb.TRACE_PHASE_RUNNING and not busy:  # busy, then free again: it is done
@@ -268,13 +272,15 @@ class TraceManager:
             self._check_kineto_file(trace, process, final=polls >= KINETO_IDLE_POLLS)
         return b""
 
-    def _deliver_pulled(self, record: ProcessRecord) -> bytes:
-        trace = self._active_trace(record.host_pid)
-        if trace is None or record.host_pid not in trace.config:
+    def _take_outbox(self, record: ProcessRecord) -> bytes:
+        """Hand a polling client its staged command (a trace's, or an npu-monitor command)."""
+        text, record.outbox = record.outbox, None
+        if text is None:
             return b""
-        text = trace.config.pop(record.host_pid)
-        trace.pulled.add(record.host_pid)
-        self._set_phase(trace, trace.processes[record.host_pid], pb.TRACE_PHASE_DELIVERED)
+        trace = self._active_trace(record.host_pid)
+        if trace is not None and trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED:
+            trace.pulled.add(record.host_pid)
+            self._set_phase(trace, trace.processes[record.host_pid], pb.TRACE_PHASE_DELIVERED)
         return (text + "\n").encode()
 
     def npu_status(self, record: ProcessRecord, status: wire.NpuStatus) -> None:

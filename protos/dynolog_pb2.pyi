@@ -42,6 +42,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_START_STEP_PASSED: _ClassVar[Reason]
     REASON_PROCESS_LIMIT: _ClassVar[Reason]
     REASON_NOT_SUPPORTED: _ClassVar[Reason]
+    REASON_NPU_TRACE_RUNNING: _ClassVar[Reason]
 
 class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +74,7 @@ REASON_TRACE_BUSY: Reason
 REASON_START_STEP_PASSED: Reason
 REASON_PROCESS_LIMIT: Reason
 REASON_NOT_SUPPORTED: Reason
+REASON_NPU_TRACE_RUNNING: Reason
 TRACE_PHASE_UNSPECIFIED: TracePhase
 TRACE_PHASE_STAGED: TracePhase
 TRACE_PHASE_DELIVERED: TracePhase
@@ -387,3 +389,123 @@ class TraceInfo(_message.Message):
     processes: _containers.RepeatedCompositeFieldContainer[TraceProcess]
     done: bool
     def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: _Optional[bool] = ...) -> None: ...
+
+class NpuMonitorRequest(_message.Message):
+    __slots__ = ("targets", "start", "stop", "report_interval_s", "duration_s", "activity_kinds", "log_file", "export_type", "jsonl_rotate_log_lines", "jsonl_rotate_log_files", "filter", "top_n")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    REPORT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_KINDS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILE_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    JSONL_ROTATE_LOG_LINES_FIELD_NUMBER: _ClassVar[int]
+    JSONL_ROTATE_LOG_FILES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    TOP_N_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    start: bool
+    stop: bool
+    report_interval_s: int
+    duration_s: float
+    activity_kinds: _containers.RepeatedScalarFieldContainer[str]
+    log_file: str
+    export_type: str
+    jsonl_rotate_log_lines: str
+    jsonl_rotate_log_files: str
+    filter: str
+    top_n: int
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., start: _Optional[bool] = ..., stop: _Optional[bool] = ..., report_interval_s: _Optional[int] = ..., duration_s: _Optional[float] = ..., activity_kinds: _Optional[_Iterable[str]] = ..., log_file: _Optional[str] = ..., export_type: _Optional[str] = ..., jsonl_rotate_log_lines: _Optional[str] = ..., jsonl_rotate_log_files: _Optional[str] = ..., filter: _Optional[str] = ..., top_n: _Optional[int] = ...) -> None: ...
+
+class NameStats(_message.Message):
+    __slots__ = ("name", "domain", "count", "total_ns", "mean_ns")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_NS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_NS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    domain: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[str] = ..., count: _Optional[int] = ..., total_ns: _Optional[int] = ..., mean_ns: _Optional[float] = ...) -> None: ...
+
+class KindStats(_message.Message):
+    __slots__ = ("kind", "device", "count", "total_ns", "min_ns", "max_ns", "mean_ns", "distinct", "top", "other")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_NS_FIELD_NUMBER: _ClassVar[int]
+    MIN_NS_FIELD_NUMBER: _ClassVar[int]
+    MAX_NS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_NS_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    OTHER_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    device: int
+    count: int
+    total_ns: int
+    min_ns: int
+    max_ns: int
+    mean_ns: float
+    distinct: int
+    top: _containers.RepeatedCompositeFieldContainer[NameStats]
+    other: NameStats
+    def __init__(self, kind: _Optional[str] = ..., device: _Optional[int] = ..., count: _Optional[int] = ..., total_ns: _Optional[int] = ..., min_ns: _Optional[int] = ..., max_ns: _Optional[int] = ..., mean_ns: _Optional[float] = ..., distinct: _Optional[int] = ..., top: _Optional[_Iterable[_Union[NameStats, _Mapping]]] = ..., other: _Optional[_Union[NameStats, _Mapping]] = ...) -> None: ...
+
+class MetricsReport(_message.Message):
+    __slots__ = ("hostname", "pid", "host_pid", "rank", "job_id", "seq", "backend", "start_ns", "end_ns", "sampled_ns", "kinds", "dropped", "unavailable", "final")
+    class DroppedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class UnavailableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    START_NS_FIELD_NUMBER: _ClassVar[int]
+    END_NS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_NS_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    pid: int
+    host_pid: int
+    rank: int
+    job_id: int
+    seq: int
+    backend: str
+    start_ns: int
+    end_ns: int
+    sampled_ns: int
+    kinds: _containers.RepeatedCompositeFieldContainer[KindStats]
+    dropped: _containers.ScalarMap[str, int]
+    unavailable: _containers.ScalarMap[str, str]
+    final: bool
+    def __init__(self, hostname: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., job_id: _Optional[int] = ..., seq: _Optional[int] = ..., backend: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., sampled_ns: _Optional[int] = ..., kinds: _Optional[_Iterable[_Union[KindStats, _Mapping]]] = ..., dropped: _Optional[_Mapping[str, int]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., final: _Optional[bool] = ...) -> None: ...
+
+class WatchMetricsRequest(_message.Message):
+    __slots__ = ("targets", "latest")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    latest: bool
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., latest: _Optional[bool] = ...) -> None: ...

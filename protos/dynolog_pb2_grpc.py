@@ -69,6 +69,16 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
                 _registered_method=True)
+        self.NpuMonitor = channel.unary_unary(
+                '/dynolog.v1.Dynolog/NpuMonitor',
+                request_serializer=dynoproto_dot_dynolog__pb2.NpuMonitorRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+                _registered_method=True)
+        self.WatchMetrics = channel.unary_stream(
+                '/dynolog.v1.Dynolog/WatchMetrics',
+                request_serializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
+                _registered_method=True)
 
 
 class DynologServicer:
@@ -121,6 +131,19 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NpuMonitor(self, request, context):
+        """Always-on monitoring (msMonitor's npu-monitor) and its per-interval reports.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchMetrics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DynologServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -158,6 +181,16 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.WatchTrace,
                     request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
+            ),
+            'NpuMonitor': grpc.unary_unary_rpc_method_handler(
+                    servicer.NpuMonitor,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.NpuMonitorRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.CommandResponse.SerializeToString,
+            ),
+            'WatchMetrics': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchMetrics,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.MetricsReport.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +382,60 @@ class Dynolog:
             '/dynolog.v1.Dynolog/WatchTrace',
             dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NpuMonitor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/NpuMonitor',
+            dynoproto_dot_dynolog__pb2.NpuMonitorRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.CommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/WatchMetrics',
+            dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ may contain either.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List
+from typing import Callable, Iterable, List
 
 from . import dynolog_pb2 as pb
 
@@ -38,6 +38,8 @@ _FLAGS = {
     "targets.process_limit": "--process-limit",
     "profile_start_time_ms": "--profile-start-time",
     "profile_start_iteration_roundup": "--profile-start-iteration-roundup",
+    "mspti_activity_kind": "--mspti-activity-kind",
+    "npu_monitor_start": "--npu-monitor-start",
 }
 
 
@@ -94,6 +96,66 @@ def gpu_trace(request: pb.GpuTraceRequest) -> List[FieldError]:
     if request.profile_memory and request.iterations > 0:
         errors.append(FieldError("profile_memory", "works with duration traces only, not with --iterations"))
     return errors
+
+
+MONITOR_KINDS = (
+    "Marker",
+    "Kernel",
+    "API",
+    "Hccl",
+    "Memory",
+    "MemSet",
+    "MemCpy",
+    "Communication",
+    "AclAPI",
+    "NodeAPI",
+    "RuntimeAPI",
+)
+MONITOR_EXPORT_TYPES = ("DB", "Jsonl")
+
+
+def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
+    errors = targets(request.targets)
+    if request.start and request.stop:
+        errors.append(FieldError("npu_monitor_start", "and --npu-monitor-stop exclude each other"))
+    if not request.duration_s >= 0:
+        errors.append(
+            FieldError("duration", f"must be >= 0 seconds (0: until stopped), got {request.duration_s}")
+        )
+    errors += _choices("mspti_activity_kind", request.activity_kinds, MONITOR_KINDS)
+    if request.export_type.lower() not in ("", "db", "jsonl"):
+        errors.append(FieldError("export_type", f"must be DB or Jsonl, got {request.export_type!r}"))
+    if request.log_file:
+        errors += output_path("log_file", request.log_file)
+    errors += _int_text(
+        "json_rotate_log_lines",
+        request.jsonl_rotate_log_lines,
+        lambda v: 100 <= v <= 500_000,
+        "an integer in 100..500000",
+    )
+    errors += _int_text(
+        "json_rotate_log_files",
+        request.jsonl_rotate_log_files,
+        lambda v: v == -1 or v >= 2,
+        "-1 (keep all) or an integer >= 2",
+    )
+    if len(request.filter) > MAX_LIST_TEXT:
+        errors.append(FieldError("filter", f"is longer than {MAX_LIST_TEXT} characters"))
+    errors += _config_safe("filter", request.filter)
+    if not 0 <= request.top_n <= 1000:
+        errors.append(FieldError("top_n", f"must be in 0..1000 (0: the default 10), got {request.top_n}"))
+    return errors
+
+
+def _int_text(field: str, text: str, ok: Callable[[int], bool], expected: str) -> List[FieldError]:
+    if not text:
+        return []
+    try:
+        if ok(int(text)):
+            return []
+    except ValueError:
+        pass
+    return [FieldError(field, f"must be {expected}, got {text!r}")]
 
 
 def targets(t: pb.Targets) -> List[FieldError]:

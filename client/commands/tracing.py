@@ -13,12 +13,11 @@ from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 
 from ..connection import Target, connect
-from ..exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
+from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
 from ..output import as_dict, print_json, table
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
-_DONE = (pb.TRACE_PHASE_FINISHED, pb.TRACE_PHASE_FAILED)
 
 
 def int_list(text: str, flag: str, zero_means_all: bool = False) -> List[int]:
@@ -58,6 +57,13 @@ def submit(
     response: pb.CommandResponse = call(target.timeout)
     effective = response.command_status == pb.COMMAND_STATUS_EFFECTIVE
     info = watch(target, response.trace_id, wait_timeout, quiet=target.json) if effective and wait else None
+    report_command(target, response, info)
+    if info is not None and not _all_finished(info):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def report_command(target: Target, response: pb.CommandResponse, info: Optional[pb.TraceInfo] = None) -> None:
+    """Print a command's answer (and its trace, when waited for); exit 1 when it was ineffective."""
     if target.json:
         data: Dict[str, Any] = {
             "commandStatus": _STATUS.get(response.command_status, "unknown"),
@@ -70,9 +76,8 @@ def submit(
         print_response(response)
         if info is not None:
             print_trace(info)
-    if not effective or (info is not None and not _all_finished(info)):
+    if response.command_status != pb.COMMAND_STATUS_EFFECTIVE:
         raise typer.Exit(EXIT_FAILED)
-    raise typer.Exit(EXIT_OK)
 
 
 def print_response(response: pb.CommandResponse) -> None:
@@ -82,9 +87,9 @@ def print_response(response: pb.CommandResponse) -> None:
         rows = [
             [
                 str(p.pid),
-                _rank(p.rank),
+                rank_text(p.rank),
                 "triggered" if p.triggered else pb.Reason.Name(p.reason).removeprefix("REASON_").lower(),
-                p.expected_output if p.triggered else p.detail,
+                (p.expected_output or p.detail) if p.triggered else p.detail,
             ]
             for p in response.processes
         ]
@@ -122,7 +127,7 @@ def _progress(info: pb.TraceInfo, seen: Dict[int, int]) -> None:
         if seen.get(p.host_pid) != p.phase:
             seen[p.host_pid] = p.phase
             print(
-                f"  pid {p.pid} (rank {_rank(p.rank)}): {_phase(p.phase)}{_steps(p)}",
+                f"  pid {p.pid} (rank {rank_text(p.rank)}): {_phase(p.phase)}{_steps(p)}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -133,7 +138,7 @@ def print_trace(info: pb.TraceInfo) -> None:
     rows = [
         [
             str(p.pid),
-            _rank(p.rank),
+            rank_text(p.rank),
             _phase(p.phase),
             _steps(p).strip(" ()"),
             p.error or ", ".join(p.files) or p.output,
@@ -162,5 +167,5 @@ def _steps(p: pb.TraceProcess) -> str:
     return ""
 
 
-def _rank(rank: int) -> str:
+def rank_text(rank: int) -> str:
     return "-" if rank < 0 else str(rank)

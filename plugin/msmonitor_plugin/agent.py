@@ -5,17 +5,27 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import Mapping, Optional
+import sys
+from typing import List, Mapping, Optional
 
-from . import identity, torch_hook, wire
+from . import identity, monitoring, torch_hook, wire
 from .link import DaemonLink
 from .steps import StepCounter
 from .trace.session import Tracer
 
 log = logging.getLogger("msmonitor_plugin")
 
-# What this plugin can do; "push": the daemon may send commands at once instead of waiting for a poll.
-CAPABILITIES = ["push", wire.NPUTRACE, wire.GPUTRACE]
+
+def capabilities(env: Mapping[str, str]) -> List[str]:
+    """What this plugin does here; "push": the daemon may send commands at once, without a poll.
+
+    In a torch_npu job run with MSMONITOR_USE_DAEMON, torch_npu's own dynamic profiler takes nputrace
+    (through IPCMonitor), so the plugin leaves it to that.
+    """
+    caps = ["push", wire.GPUTRACE, monitoring.NPUMONITOR]
+    if not ("torch_npu" in sys.modules and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")):
+        caps.append(wire.NPUTRACE)
+    return caps
 
 
 class Agent:
@@ -27,6 +37,7 @@ class Agent:
         self.tracer = Tracer(counter, self._report)
 
     def start(self) -> None:
+        monitoring.attach(self.link.send_reliably)
         self.link.start()
         torch_hook.install(self.counter, self.link.heartbeat_now)
 
@@ -34,19 +45,27 @@ class Agent:
         if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket
             return
         self.tracer.abort(f"the process exited at step {self.counter.count}")
+        monitoring.shutdown()
         self.link.stop()
 
     def _hello(self) -> wire.Hello:
-        return identity.hello(self.counter.count, CAPABILITIES, self._env, self.tracer.state())
+        return identity.hello(
+            self.counter.count, capabilities(self._env), self._env, self.tracer.state(), monitoring.state()
+        )
 
     def _report(self, event: wire.TraceEvent) -> None:
         self.link.send_reliably(wire.EVENT, event.to_payload())
 
     def _on_datagram(self, datagram: wire.Datagram) -> None:
-        if datagram.type == wire.COMMAND:
-            self.tracer.accept(wire.Command.from_payload(datagram.payload))
-        else:
+        if datagram.type != wire.COMMAND:
             log.warning("ignoring a %s message from dynolog", datagram.type)
+            return
+        command = wire.Command.from_payload(datagram.payload)
+        if command.kind == monitoring.NPUMONITOR:
+            event = monitoring.apply_text(command.trace_id, command.config)
+            self.link.send_reliably(wire.MONITOR, event.to_payload())
+        else:
+            self.tracer.accept(command)
 
 
 def socket_dir(env: Mapping[str, str]) -> str:

@@ -86,6 +86,7 @@ def hello(
     capabilities: List[str],
     env: Mapping[str, str] = os.environ,
     trace: Tuple[str, str] = ("", ""),
+    monitor_state: str = "",
 ) -> Hello:
     """This process's registration; *trace* is the (id, phase) of the trace it holds."""
     pid = os.getpid()
@@ -106,4 +107,5 @@ def hello(
         step=step,
         trace_id=trace[0],
         trace_phase=trace[1],
+        monitor_state=monitor_state,
     )

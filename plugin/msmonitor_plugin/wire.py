@@ -46,6 +46,8 @@ ACK = "mm.ack"  # daemon -> plugin: registration accepted, with the daemon's kee
 BYE = "mm.bye"  # plugin -> daemon: the process is leaving
 COMMAND = "mm.command"  # daemon -> plugin: run a trace (or monitor) command
 EVENT = "mm.event"  # plugin -> daemon: a trace changed phase (accepted, running, finished, failed)
+MONITOR = "mm.monitor"  # plugin -> daemon: the npu-monitor state after a command, or when it stopped
+METRICS = "mm.metrics"  # plugin -> daemon: one chunk of an interval's monitor report (JSON)
 
 # Kineto request type bits (LibkinetoConfigType).
 CONFIG_EVENTS = 1
@@ -252,6 +254,7 @@ class Hello(JsonMessage):
     # ("" when idle, else "ready" or "running").
     trace_id: str = ""
     trace_phase: str = ""
+    monitor_state: str = ""  # "running" or "idle" ("" from clients that run no monitor)
 
 
 @dataclass
@@ -270,6 +273,7 @@ class Bye(JsonMessage):
 # Trace kinds and phases as they travel in Command and TraceEvent.
 NPUTRACE = "nputrace"
 GPUTRACE = "gputrace"
+NPUMONITOR = "npumonitor"  # not a trace, but sent as a Command too
 PHASE_READY = "ready"
 PHASE_RUNNING = "running"
 PHASE_FINISHED = "finished"
@@ -298,3 +302,21 @@ class TraceEvent(JsonMessage):
     files: List[str] = field(default_factory=list)
     error: str = ""
     warnings: List[str] = field(default_factory=list)
+
+
+MONITOR_RUNNING = "running"
+MONITOR_IDLE = "idle"
+
+
+@dataclass
+class MonitorEvent(JsonMessage):
+    """The monitor's state after an npu-monitor command (``command_id``), or after it stopped by itself."""
+
+    command_id: str
+    state: str
+    backend: str = ""
+    reason: str = ""  # why it stopped on its own: "duration"
+    unavailable: Dict[str, str] = field(default_factory=dict)  # kind -> why this backend cannot record it
+    warnings: List[str] = field(default_factory=list)
+    output: str = ""
+    error: str = ""

@@ -1,0 +1,180 @@
+"""``IPCMonitor.PyDynamicMonitorProxy``: the object torch_npu and MindSpore drive when
+``MSMONITOR_USE_DAEMON=1``, backed by this plugin.
+
+The frameworks call ``init_dyno`` once in a helper process, then ``poll_dyno`` every second or two and
+parse the returned ``KEY=VALUE`` text themselves; each rank calls ``enable_dyno_npu_monitor`` with an
+npu-monitor config and reports its trace state through ``update_profiler_status``. On the wire this is
+msMonitor's contract (``ctxt``, ``req`` type 3, the status structs) to ``$HOME/dynolog.sock``, so
+msMonitor's own daemon serves it too; this project's daemon also receives a richer registration
+(rank, job, versions) that msMonitor's daemon ignores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import socket
+import threading
+import time
+import uuid
+from typing import Dict, Mapping, Optional
+
+from . import identity, monitoring, wire
+
+log = logging.getLogger("msmonitor_plugin")
+
+POLL_WAIT_S = 0.05  # msMonitor waits 5 x 10 ms for the reply; so do the frameworks' callers
+MSMONITOR_CAPABILITIES = ["msmonitor", wire.NPUTRACE, monitoring.NPUMONITOR]
+_UNINITIALIZED = -1
+
+
+def daemon_address(env: Mapping[str, str]) -> str:
+    """msMonitor's control socket: ``$HOME/dynolog.sock`` (``MSMONITOR_IPC_SOCKET_DIR`` overrides the folder)."""
+    folder = env.get("MSMONITOR_IPC_SOCKET_DIR") or env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(folder, wire.MSMONITOR_CONTROL_SOCKET)
+
+
+class _Channel:
+    """The helper process's socket: an abstract ``dynoconfigclient<uuid>`` name, as msMonitor binds."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.daemon = daemon_address(env)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.sock.bind(wire.endpoint_address(f"dynoconfigclient{uuid.uuid4()}"))
+
+    def send(self, msg_type: str, payload: bytes) -> bool:
+        try:
+            self.sock.sendto(wire.encode(msg_type, payload), self.daemon)
+            return True
+        except OSError:  # no daemon (yet): the next poll tries again
+            return False
+
+    def receive(self, msg_type: str, timeout: float) -> Optional[bytes]:
+        """The next datagram of *msg_type* within *timeout*; others (late replies, acks) are dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                return None
+            with contextlib.suppress(BlockingIOError, wire.WireError):
+                datagram = wire.decode(self.sock.recv(wire.MAX_DATAGRAM))
+                if datagram.type == msg_type:
+                    return datagram.payload
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class PyDynamicMonitorProxy:
+    """A singleton, as msMonitor's: every construction returns the same object."""
+
+    _instance: Optional[PyDynamicMonitorProxy] = None
+    _instance_lock = threading.Lock()
+
+    def __new__(cls) -> PyDynamicMonitorProxy:
+        with cls._instance_lock:
+            if cls._instance is None:
+                instance = super().__new__(cls)
+                instance._channel = None
+                instance._npu_id = -1
+                instance._lock = threading.Lock()
+                cls._instance = instance
+            return cls._instance
+
+    _channel: Optional[_Channel]
+    _npu_id: int
+    _lock: threading.Lock
+
+    def init_dyno(self, npu_id: int) -> bool:
+        """Register this (helper) process; True once its socket exists, even before a daemon answers:
+        later polls register it then, where msMonitor would give up for good."""
+        with self._lock:
+            try:
+                if self._channel is None:
+                    self._channel = _Channel(os.environ)
+                self._npu_id = int(npu_id)
+                self._register()
+            except (OSError, ValueError) as exc:
+                log.warning("init_dyno(%r) failed: %s", npu_id, exc)
+                return False
+            self._send_status(wire.NPU_TRACE_STATUS, 0)
+            self._send_status(wire.NPU_MONITOR_STATUS, 0)
+            return True
+
+    def poll_dyno(self) -> str:
+        """The daemon's pending ``KEY=VALUE`` config for this process, or ``""`` (within ~50 ms)."""
+        with self._lock:
+            channel = self._channel
+            if channel is None:
+                return ""
+            try:
+                self._register()
+                request = wire.KinetoRequest(3, identity.job_id(os.environ), self._pids())
+                if not channel.send(wire.REQ, request.pack()):
+                    return ""
+                reply = channel.receive(wire.REQ, POLL_WAIT_S)
+            except Exception:  # never into the framework's monitor loop
+                log.exception("poll_dyno failed")
+                return ""
+            return reply.decode(errors="replace") if reply else ""
+
+    def enable_dyno_npu_monitor(self, config_map: Dict[str, str]) -> None:
+        """Start, stop or change this process's monitor (msMonitor's npu-monitor keys)."""
+        running = monitoring.apply_mapping(config_map)
+        if running is not None:
+            self._send_status(wire.NPU_MONITOR_STATUS, 1 if running else 0)
+
+    def update_profiler_status(self, status: Dict[str, str]) -> None:
+        """The framework's trace state: ``profiler_status`` -1 (both Uninitialized), 0 Idle, 1 Running, 2 Ready."""
+        try:
+            values = {
+                k: int(status.get(k, "0"))
+                for k in ("profiler_status", "current_step", "start_step", "stop_step")
+            }
+        except (TypeError, ValueError):
+            log.warning("update_profiler_status: non-integer values in %r", status)
+            return
+        if values["profiler_status"] == _UNINITIALIZED:
+            self._send_status(wire.NPU_MONITOR_STATUS, _UNINITIALIZED)
+        self._send_status(wire.NPU_TRACE_STATUS, values["profiler_status"], values)
+
+    def finalize_dyno(self) -> None:
+        """Stop this process's monitor and leave the daemon."""
+        monitoring.apply_mapping({"NPU_MONITOR_STOP": "true"})
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        assert self._channel is not None
+        context = wire.KinetoContext(device=self._npu_id, pid=os.getpid(), job_id=identity.job_id(os.environ))
+        self._channel.send(wire.CTXT, context.pack())
+        hello = identity.hello(0, MSMONITOR_CAPABILITIES)
+        self._channel.send(wire.HELLO, hello.to_payload())
+
+    @staticmethod
+    def _pids() -> tuple:
+        pid = os.getpid()
+        return (pid, *identity.ancestors(pid))
+
+    def _send_status(self, msg_type: str, value: int, steps: Optional[Dict[str, int]] = None) -> None:
+        channel = self._channel
+        if channel is None:
+            channel = _Channel(os.environ)  # a rank that never called init_dyno still reports its state
+            self._channel = channel
+        steps = steps or {}
+        status = wire.NpuStatus(
+            status=value,
+            current_step=steps.get("current_step", 0),
+            start_step=steps.get("start_step", 0),
+            stop_step=steps.get("stop_step", 0),
+            pid=os.getpid(),
+            job_id=identity.job_id(os.environ),
+        )
+        channel.send(msg_type, status.pack())
