@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from . import __version__
-from .commands import certs, processes, status, version
+from .commands import certs, gputrace, npu_monitor, nputrace, processes, status, trace, version
 from .connection import Target
 from .exits import CliError
 
@@ -78,6 +78,10 @@ def _command(name: str, run: Callable[..., None], on: typer.Typer = app) -> None
 _command("status", status.run)
 _command("version", version.run)
 _command("processes", processes.run)
+_command("nputrace", nputrace.run)
+_command("gputrace", gputrace.run)
+_command("trace", trace.run)
+_command("npu-monitor", npu_monitor.run)
 for _name, _run in certs.COMMANDS:
     _command(_name, _run, on=certs.app)
 app.add_typer(certs.app, name="certs")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -40,6 +41,7 @@ class DaemonConfig:
     log_level: str = "INFO"
     process_keepalive_s: float = 60.0
     ipc_socket_dir: str = ""
+    msmonitor_socket_dir: str = ""  # msMonitor's dynolog.sock and dynolog_data.sock; "" = off
     ipc_allowed_uids: List[int] = field(default_factory=list)
     key_password_file: Optional[Path] = None
     operator_clients: Optional[List[str]] = None  # None: not given, every valid client is an operator
@@ -60,6 +62,14 @@ def default_log_file() -> Path:
         return system
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     return state / "dynolog" / "dynolog.log"
+
+
+def _home() -> str:
+    """The daemon user's home from the password database, as msMonitor's daemon finds it."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return str(Path.home())
 
 
 def _bool(text: str) -> bool:
@@ -143,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="pathname sockets in this directory instead of the abstract name @dynolog@ "
         "(as KINETO_IPC_SOCKET_DIR; for containers)",
+    )
+    flag(
+        "msmonitor-socket-dir",
+        default=None,
+        help="where msMonitor's clients find dynolog.sock and dynolog_data.sock (default: this user's home; "
+        "'' turns them off)",
     )
     flag(
         "ipc-allowed-uids",
@@ -238,6 +254,7 @@ def parse_args(argv: Sequence[str]) -> DaemonConfig:
         log_level=ns.log_level,
         process_keepalive_s=ns.process_keepalive_s,
         ipc_socket_dir=ns.ipc_socket_dir,
+        msmonitor_socket_dir=_home() if ns.msmonitor_socket_dir is None else ns.msmonitor_socket_dir,
         ipc_allowed_uids=ns.ipc_allowed_uids or sorted({os.getuid(), 0}),
         key_password_file=ns.key_password_file,
         operator_clients=ns.operator_clients,

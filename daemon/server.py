@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from dynocerts.crl import RevocationWatch
 from dynocerts.keys import PasswordSource
@@ -24,7 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from msmonitor_plugin import wire
 
-from . import __version__, logs
+from . import __version__, ipc, logs
 from .auth import AccessPolicy, AuthInterceptor
 from .config import NO_CERTS, DaemonConfig
 from .ipc import IpcError
@@ -101,8 +101,15 @@ class Daemon:
             self.ipc.close()
         log.info("dynolog stopped")
 
-    def _ipc_addresses(self) -> List[wire.Address]:
-        return [wire.endpoint_address(wire.DAEMON_ENDPOINT, self.config.ipc_socket_dir)]
+    def _ipc_addresses(self) -> List[Tuple[wire.Address, str]]:
+        addresses = [(wire.endpoint_address(wire.DAEMON_ENDPOINT, self.config.ipc_socket_dir), ipc.DYNOLOG)]
+        msmonitor_dir = self.config.msmonitor_socket_dir
+        if msmonitor_dir:
+            addresses += [
+                (os.path.join(msmonitor_dir, wire.MSMONITOR_CONTROL_SOCKET), ipc.MSMONITOR),
+                (os.path.join(msmonitor_dir, wire.MSMONITOR_DATA_SOCKET), ipc.MSMONITOR_DATA),
+            ]
+        return addresses
 
     def _check_transport(self) -> Optional[Material]:
         """The checked TLS material, or None for plaintext, which beyond loopback needs NO_CERTS."""
