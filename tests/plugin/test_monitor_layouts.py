@@ -86,6 +86,16 @@ class AggregateModeTest(unittest.TestCase):
         self.assertEqual(self.rows_by(by_stride), self.rows_by(by_offsets))
         self.assertEqual(by_stride.records, by_offsets.records)
 
+    def test_interleaved_kinds_are_taken_record_by_record_with_the_same_result(self):
+        b = BufferBuilder()
+        for i in range(40):
+            b.kernel(T, T + i, device=i % 3, name=f"k{i % 4}") if i % 2 else b.api(
+                T, T + 2 * i, name=f"a{i % 5}"
+            )
+            if i % 13 == 0:
+                b.communication(T, T + 9)
+        self.assertEqual(self.rows_by(self.parse(b)), self.rows_by(self.parse(b, offsets=b.offsets)))
+
     def test_larger_records_are_read_at_the_offsets_mspti_gives(self):
         b = BufferBuilder()
         b.kernel(T, T + 5, name="a")

@@ -96,18 +96,16 @@ class Aggregator:
         self._counters: Counter[str] = collections.Counter()
 
     def add(self, record: Record) -> None:
-        d = record.end_ns - record.start_ns
-        if d < 0:
-            d = 0
-        key: NameKey = record.name
-        if record.kind == Kind.MARKER:
-            key = (record.domain or DEFAULT_MARKER_DOMAIN, record.name)
-        with self._lock:
-            self._add(record.kind, record.device, key, 1, d, d, d)
+        self.add_many((record,))
 
     def add_many(self, records: Iterable[Record]) -> None:
-        for record in records:
-            self.add(record)
+        with self._lock:
+            for record in records:
+                d = max(0, record.end_ns - record.start_ns)
+                key: NameKey = record.name
+                if record.kind == Kind.MARKER:
+                    key = (record.domain or DEFAULT_MARKER_DOMAIN, record.name)
+                self._add(record.kind, record.device, key, 1, d, d, d)
 
     def merge(self, rows: Iterable[Row]) -> None:
         """Add partial sums, e.g. one buffer's records grouped by name."""

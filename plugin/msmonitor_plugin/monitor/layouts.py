@@ -244,6 +244,59 @@ def _sum_ordered(
     return n
 
 
+# Interleaved kinds: when runs are short, restarting iter_unpack per run costs more than the records, so
+# records of the common layouts — (kind, start, end, u32) then a name pointer — are taken one at a time.
+_PREFIX = struct.Struct("=iQQI")  # kind, start, end, device (pid for the API kinds)
+_PTR = struct.Struct("=Q")
+_MIXED: Dict[int, Tuple[int, int]] = {  # kind -> (size, offset of the name pointer)
+    Kind.KERNEL: (56, 44),
+    Kind.API: (48, 36),
+    Kind.ACL_API: (48, 36),
+    Kind.NODE_API: (48, 36),
+    Kind.RUNTIME_API: (48, 36),
+    Kind.HCCL: (56, 36),
+}
+SHORT_RUN = 4  # a run this short switches to record-at-a-time ...
+LONG_STREAK = 8  # ... until this many records of one kind follow each other (break-even: ~4)
+
+
+def _sum_mixed(
+    view: memoryview, off: int, valid: int, tables: Dict[int, Table], allowed: Optional[FrozenSet[int]]
+) -> int:
+    """Aggregate records one at a time from *off*; returns where it stopped (a kind it does not take,
+    or a long streak of one kind, which runs handle faster)."""
+    prefix = _PREFIX.unpack_from
+    ptr = _PTR.unpack_from
+    last, streak = -1, 0
+    table: Table = {}
+    while valid - off >= 24:
+        k, s, e, dev = prefix(view, off)
+        spec = _MIXED.get(k)
+        if spec is None or (allowed is not None and k not in allowed) or off + spec[0] > valid:
+            break
+        if k == last:
+            streak += 1
+            if streak >= LONG_STREAK:
+                break
+        else:
+            last, streak = k, 0
+            table = tables.get(k) or tables.setdefault(k, {})
+        d = e - s
+        tk = (dev, ptr(view, off + spec[1])[0])
+        a = table.get(tk)
+        if a is None:
+            table[tk] = [1, d, d, d]
+        else:
+            a[0] += 1
+            a[1] += d
+            if d < a[2]:
+                a[2] = d
+            elif d > a[3]:
+                a[3] = d
+        off += spec[0]
+    return off
+
+
 def _decode_run(view: memoryview, kind: int, layout: Layout, names: NameTable, out: List[Record]) -> int:
     n = 0
     decode = layout.decode
@@ -423,6 +476,7 @@ class BufferParser:
         names: NameTable,
     ) -> None:
         off = 0
+        mixed = not self.records
         while valid - off >= 4:
             kind = _KIND_AT.unpack_from(view, off)[0]
             layout = LAYOUTS.get(kind)
@@ -431,9 +485,10 @@ class BufferParser:
             n = (valid - off) // layout.size
             if n == 0:
                 raise WalkError(f"truncated record of kind {kind} at offset {off}")
-            off += layout.size * self._run(
-                view[off : off + n * layout.size], kind, layout, tables, decoded, markers, names
-            )
+            run = self._run(view[off : off + n * layout.size], kind, layout, tables, decoded, markers, names)
+            off += layout.size * run
+            if mixed and run < SHORT_RUN:
+                off = _sum_mixed(view, off, valid, tables, allowed)
         if off != valid:
             raise WalkError(f"{valid - off} bytes left after the last record")
 

@@ -67,21 +67,19 @@ MEMORY_KINDS = frozenset({Kind.MEMORY, Kind.MEMSET, Kind.MEMCPY})
 
 
 @dataclass(frozen=True)
-class CommunicationExtras:
+class CommunicationExtras:  # a dataclass: a NamedTuple field cannot be called ``count``
     count: int  # elements
     data_type: str  # msptiCommunicationDataType name, e.g. "FP16"
     comm_name: str  # communicator (group) name
     alg_type: str
 
 
-@dataclass(frozen=True)
-class HcclExtras:
+class HcclExtras(NamedTuple):
     bandwidth_gbps: float
     comm_name: str
 
 
-@dataclass(frozen=True)
-class MarkerExtras:
+class MarkerExtras(NamedTuple):
     domain: str  # "default" when MSPTI gave none
     source: str  # "Host" or "Device"
     flag: int  # msptiActivityFlag of the opening record (instantaneous / start, with or without device)
@@ -90,16 +88,14 @@ class MarkerExtras:
     thread_id: int = 0
 
 
-@dataclass(frozen=True)
-class HostExtras:
+class HostExtras(NamedTuple):
     """Where a host-side call ran (API kinds)."""
 
     process_id: int
     thread_id: int
 
 
-@dataclass(frozen=True)
-class MemoryExtras:
+class MemoryExtras(NamedTuple):
     bytes: int
     address: int = 0  # Memory only
     is_async: bool = False  # MemSet, MemCpy
