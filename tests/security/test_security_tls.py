@@ -502,6 +502,10 @@ def test_unusable_crl_at_runtime_fails_closed(
 # --- authorization --------------------------------------------------------------------------------
 
 
+def trace_request(log_file: str) -> pb.NpuTraceRequest:
+    return pb.NpuTraceRequest(log_file=log_file, start_step=-1, iterations=1, activities=["CPU"])
+
+
 def unary(d: Daemon, who: Issued, authority: Authority, method: str) -> grpc.RpcError:
     with grpc.secure_channel(f"localhost:{d.port}", credentials(authority.ca, who)) as ch:
         call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
@@ -519,7 +523,10 @@ def test_read_only_client_may_read_but_not_trace(
     with grpc.secure_channel(f"localhost:{d.port}", credentials(authority.ca, authority.alice)) as ch:
         health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
     assert health.status == health_pb2.HealthCheckResponse.SERVING
-    denied = unary(d, authority.alice, authority, "/dynolog.v1.Dynolog/NpuTrace")
+    alice = credentials(authority.ca, authority.alice)
+    with grpc.secure_channel(f"localhost:{d.port}", alice) as ch, pytest.raises(grpc.RpcError) as err:
+        pb_grpc.DynologStub(ch).NpuTrace(trace_request("/tmp/traces"), timeout=10)
+    denied = err.value
     assert (denied.code(), denied.details()) == (
         grpc.StatusCode.PERMISSION_DENIED,
         "client 'alice' is read-only on this daemon (--read-only-clients): /dynolog.v1.Dynolog/NpuTrace "
@@ -572,3 +579,20 @@ def test_health_watch_stream_is_authorized(
         first = next(iter(stream))
         stream.cancel()
     assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_trace_root_confines_output_paths(
+    start_daemon: Callable[..., Daemon], dirs: Dirs, authority: Authority, tmp_path: Path
+) -> None:
+    root = tmp_path / "traces"
+    d = start_daemon("--certs-dir", str(dirs.server), "--trace-root", str(root))
+    with grpc.secure_channel(f"localhost:{d.port}", credentials(authority.ca, authority.alice)) as ch:
+        stub = pb_grpc.DynologStub(ch)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.NpuTrace(trace_request(f"{root}/../elsewhere"), timeout=10)
+        inside = stub.NpuTrace(trace_request(f"{root}/job1"), timeout=10)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"--log-file '{root}/../elsewhere': outside the --trace-root directories of this daemon ({root})",
+    )
+    assert inside.command_status == pb.COMMAND_STATUS_INEFFECTIVE  # accepted: no process to trace here
