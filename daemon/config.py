@@ -23,7 +23,6 @@ IGNORED_UPSTREAM_FLAGS = (
     "kernel_monitor_reporting_interval_s",
     "perf_monitor_reporting_interval_s",
     "dcgm_reporting_interval_s",
-    "use_JSON",
     "use_ODS",
     "use_scuba",
     "use_fbrelay",
@@ -42,6 +41,10 @@ class DaemonConfig:
     process_keepalive_s: float = 60.0
     ipc_socket_dir: str = ""
     msmonitor_socket_dir: str = ""  # msMonitor's dynolog.sock and dynolog_data.sock; "" = off
+    metric_log_dir: Optional[Path] = None  # TensorBoard event files
+    prometheus_address: str = "127.0.0.1"
+    prometheus_port: int = 0  # 0: no Prometheus exporter
+    use_json: bool = False  # a rotating JSONL metrics file beside the log
     ipc_allowed_uids: List[int] = field(default_factory=list)
     key_password_file: Optional[Path] = None
     operator_clients: Optional[List[str]] = None  # None: not given, every valid client is an operator
@@ -161,6 +164,33 @@ def build_parser() -> argparse.ArgumentParser:
         "'' turns them off)",
     )
     flag(
+        "metric-log-dir",
+        type=Path,
+        default=None,
+        help="write npu-monitor reports as TensorBoard event files here",
+    )
+    flag(
+        "prometheus-address",
+        default="127.0.0.1",
+        help="address of the Prometheus exporter (default 127.0.0.1)",
+    )
+    flag(
+        "prometheus-port", type=_port, default=0, help="serve npu-monitor reports to Prometheus on this port"
+    )
+    add(
+        "--use-JSON",
+        "--use_JSON",
+        "--use-json",
+        "--use_json",
+        dest="use_json",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_bool,
+        metavar="BOOL",
+        help="also write npu-monitor reports to <log-file>.metrics.jsonl (rotating)",
+    )
+    flag(
         "ipc-allowed-uids",
         type=_uids,
         default=[],
@@ -255,6 +285,10 @@ def parse_args(argv: Sequence[str]) -> DaemonConfig:
         process_keepalive_s=ns.process_keepalive_s,
         ipc_socket_dir=ns.ipc_socket_dir,
         msmonitor_socket_dir=_home() if ns.msmonitor_socket_dir is None else ns.msmonitor_socket_dir,
+        metric_log_dir=ns.metric_log_dir,
+        prometheus_address=ns.prometheus_address,
+        prometheus_port=ns.prometheus_port,
+        use_json=ns.use_json,
         ipc_allowed_uids=ns.ipc_allowed_uids or sorted({os.getuid(), 0}),
         key_password_file=ns.key_password_file,
         operator_clients=ns.operator_clients,

@@ -10,15 +10,18 @@ from msmonitor_plugin import wire
 
 from . import __version__
 from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
-from .monitoring import MonitorManager, Sink
+from .monitoring import MonitorManager
 from .registry import ClientKind, ProcessRecord, Registry
+from .sinks import Sinks
 from .tracing import TraceManager
 
 log = logging.getLogger("dynolog.ipc")
 
 
 class IpcMonitor:
-    def __init__(self, registry: Registry, allowed_uids: Sequence[int], sinks: Sequence[Sink] = ()) -> None:
+    def __init__(
+        self, registry: Registry, allowed_uids: Sequence[int], sinks: Optional[Sinks] = None
+    ) -> None:
         self.registry = registry
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []

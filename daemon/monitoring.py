@@ -16,7 +16,7 @@ import logging
 import secrets
 import socket
 import time
-from typing import Any, Dict, List, Protocol, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
@@ -25,6 +25,7 @@ from msmonitor_plugin.monitor.report import KindStat, NameStat, Report, ReportEr
 
 from . import configtext, targeting
 from .registry import MonitorState, ProcessRecord, Registry, TraceState
+from .sinks import ProcessLabels, Sinks
 from .tracing import Pusher
 
 log = logging.getLogger("dynolog.monitor")
@@ -34,33 +35,20 @@ ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what
 MAX_PARTIAL_REPORTS = 256  # reports being reassembled at once (bounded: a peer cannot grow it)
 
 
-class Sink(Protocol):
-    """Somewhere reports go: TensorBoard, Prometheus, a JSONL file."""
-
-    def emit(self, labels: Dict[str, str], report: Report) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def labels_of(record: ProcessRecord, hostname: str) -> Dict[str, str]:
-    return {
-        "host": record.hostname or hostname,
-        "job": str(record.job_id),
-        "rank": str(record.rank),
-        "pid": str(record.pid),
-    }
+def labels_of(record: ProcessRecord, hostname: str) -> ProcessLabels:
+    return ProcessLabels(
+        host=record.hostname or hostname, job=str(record.job_id), rank=record.rank, pid=record.pid
+    )
 
 
 class MonitorManager:
-    def __init__(self, registry: Registry, push: Pusher, sinks: Sequence[Sink] = ()) -> None:
+    def __init__(self, registry: Registry, push: Pusher, sinks: Optional[Sinks] = None) -> None:
         self.registry = registry
         self._push = push
-        self._sinks = list(sinks)
+        self._sinks = sinks or Sinks([])
         self._hostname = socket.gethostname()
         self._latest: Dict[int, pb.MetricsReport] = {}  # host pid -> latest report
-        self._partial: collections.OrderedDict[Tuple[int, int], Dict[int, bytes]] = (
-            collections.OrderedDict()
-        )
+        self._partial: collections.OrderedDict[Tuple[int, int], Dict[int, bytes]] = collections.OrderedDict()
         self._watchers: Set[asyncio.Queue] = set()  # type: ignore[type-arg]
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
         self._answered = asyncio.Event()
@@ -127,6 +115,8 @@ class MonitorManager:
         for outcome in response.processes:
             event = answers.get(outcome.host_pid)
             if event is None:
+                if outcome.triggered and not outcome.detail:
+                    outcome.detail = "sent; no answer yet (see dyno npu-monitor --status)"
                 continue
             if event.error:
                 outcome.triggered, outcome.reason, outcome.detail = (
@@ -195,6 +185,7 @@ class MonitorManager:
 
     def forget(self, record: ProcessRecord) -> None:
         self._latest.pop(record.host_pid, None)
+        self._sinks.forget(labels_of(record, self._hostname))
 
     # --- watchers -----------------------------------------------------------------------------------
 
@@ -212,8 +203,7 @@ class MonitorManager:
         self._watchers.discard(queue)
 
     def close(self) -> None:
-        for sink in self._sinks:
-            sink.close()
+        self._sinks.close()
 
     def _publish(self, record: ProcessRecord, report: Report) -> None:
         message = to_proto(record, report, self._hostname)
@@ -222,12 +212,7 @@ class MonitorManager:
             if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
                 queue.get_nowait()
             queue.put_nowait(message)
-        labels = labels_of(record, self._hostname)
-        for sink in self._sinks:
-            try:
-                sink.emit(labels, report)
-            except Exception:
-                log.exception("metric sink %s failed", type(sink).__name__)
+        self._sinks.emit(labels_of(record, self._hostname), report)
 
 
 def to_proto(record: ProcessRecord, report: Report, hostname: str) -> pb.MetricsReport:

@@ -31,6 +31,10 @@ from .ipc import IpcError
 from .ipc_monitor import IpcMonitor
 from .registry import Registry
 from .service import DynologService
+from .sinks import Sink, Sinks
+from .sinks.jsonl import JsonlSink
+from .sinks.prometheus import PrometheusSink
+from .sinks.tensorboard import TensorBoardSink
 
 log = logging.getLogger("dynolog")
 
@@ -63,7 +67,7 @@ class Daemon:
         config = self.config
         tls = self._check_transport()
         if config.enable_ipc_monitor:
-            self.ipc = IpcMonitor(self.registry, config.ipc_allowed_uids)
+            self.ipc = IpcMonitor(self.registry, config.ipc_allowed_uids, self._sinks())
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:
@@ -100,6 +104,21 @@ class Daemon:
         if self.ipc is not None:
             self.ipc.close()
         log.info("dynolog stopped")
+
+    def _sinks(self) -> Sinks:
+        """The metric sinks the flags ask for; an unusable one stops the start with its reason."""
+        config = self.config
+        sinks: List[Sink] = []
+        try:
+            if config.metric_log_dir is not None:
+                sinks.append(TensorBoardSink(config.metric_log_dir))
+            if config.prometheus_port:
+                sinks.append(PrometheusSink(config.prometheus_address, config.prometheus_port))
+            if config.use_json and config.log_file is not None:
+                sinks.append(JsonlSink(config.log_file.with_suffix(".metrics.jsonl")))
+        except OSError as exc:
+            raise StartupError(f"cannot open a metric sink: {exc}") from None
+        return Sinks(sinks)
 
     def _ipc_addresses(self) -> List[Tuple[wire.Address, str]]:
         addresses = [(wire.endpoint_address(wire.DAEMON_ENDPOINT, self.config.ipc_socket_dir), ipc.DYNOLOG)]

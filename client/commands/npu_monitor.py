@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Dict, List, Optional, Tuple
@@ -123,9 +124,8 @@ def _watch(target: Target, targets: pb.Targets) -> None:
     with connect(target) as stub:
         try:
             for report in stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True)):
-                if target.json:
-                    print_json(as_dict(report))
-                    sys.stdout.flush()
+                if target.json:  # one document per line (JSON Lines): a stream for machines
+                    print(json.dumps(as_dict(report)), flush=True)
                     continue
                 latest[(report.hostname, report.pid)] = report
                 if interactive:
