@@ -2,9 +2,12 @@
 
 Prints ``ready pid=N`` once torch is imported and the first step ran, then trains until its stdin
 closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
+``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work
+took (the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
 """
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -15,6 +18,7 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("--step-ms", type=float, default=20.0)
 parser.add_argument("--max-steps", type=int, default=1_000_000)
+parser.add_argument("--report-steps", metavar="FILE", help="write per-step times here on exit (JSON)")
 args = parser.parse_args()
 
 stop = threading.Event()
@@ -34,13 +38,22 @@ def train_step():
     optimizer.step()
 
 
+# (wall-clock start in s, work in s) per step, only when asked for.
+record = [] if args.report_steps else None
 for step in range(args.max_steps):
     begin = time.monotonic()
+    if record is not None:
+        started = time.time()
     train_step()
+    if record is not None:
+        record.append((started, time.monotonic() - begin))
     if step == 0:
         print(f"ready pid={os.getpid()}", flush=True)
     if stop.is_set():
         break
     # Pad to the requested step time; the wait also returns at once when the test says stop.
     stop.wait(max(0.0, args.step_ms / 1000 - (time.monotonic() - begin)))
+if record is not None:
+    with open(args.report_steps, "w") as f:
+        json.dump({"step_ms": args.step_ms, "steps": [{"t": t, "work_s": w} for t, w in record]}, f)
 print(f"done steps={step + 1}", flush=True)
