@@ -228,8 +228,8 @@ class SamplerTest(unittest.TestCase):
         self.assertEqual(sampler.window_s, 0.1)
         sampler.observe(0.1, stop_s=0.001, parse_s=0.001, interval_s=60)  # cheap: grows, at most x2
         self.assertAlmostEqual(sampler.window_s, 0.2)
-        sampler.observe(0.2, stop_s=0.5, parse_s=0.1, interval_s=60)  # 1.35 s of cost for a 0.6 s budget
-        self.assertAlmostEqual(sampler.window_s, 0.2 * 0.6 / 1.35)
+        sampler.observe(0.2, stop_s=0.5, parse_s=0.1, interval_s=60)  # 1.7 s of cost for a 0.6 s budget
+        self.assertAlmostEqual(sampler.window_s, 0.2 * 0.6 / 1.7)
         sampler.observe(0.1, stop_s=10, parse_s=0, interval_s=1)
         self.assertEqual(sampler.window_s, 0.05)  # the floor
 
