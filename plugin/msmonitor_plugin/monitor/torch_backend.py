@@ -27,8 +27,8 @@ start of each report interval it profiles one window, then stops. The window ada
 cost (stop + parse, and the in-window slowdown estimated from them) stays within ``budget`` (default
 1 %) of the interval; it starts at 0.1 s, at most doubles per interval, and never exceeds
 ``MSMONITOR_TORCH_SAMPLE_S`` (default 1 s). Reports say how much time was sampled (``sampled_ns``).
-The profiler runs on the monitor thread and records all threads (``profile_all_threads``, PyTorch
-≥ 2.8); with an older torch the backend is unavailable. torch is never imported here: the module the
+The profiler runs on the monitor thread and records all threads (``profile_all_threads``, checked at
+start; 2.13 is tested); with a torch that lacks it the backend is unavailable. torch is never imported here: the module the
 process already imported is passed in.
 """
 
