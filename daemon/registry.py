@@ -68,6 +68,7 @@ class ProcessRecord:
     current_step: int = 0
     # A command staged for a client that polls (Kineto, msMonitor's), taken by its next `req`.
     outbox: Optional[str] = None
+    trace_steps: Tuple[int, int] = (-1, -1)  # start and stop step of the trace that is ready or running
     trace_state: TraceState = TraceState.UNINITIALIZED
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
     registered_at: float = field(default_factory=time.time)
@@ -137,17 +138,18 @@ class Registry:
         record.ancestors = tuple(hello.ancestors)
         record.job_id = hello.job_id
         record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
-        record.devices = tuple(hello.devices)
+        record.devices = tuple(hello.devices) or record.devices  # keep a ctxt's device id
         record.backend = hello.backend
         record.hostname = hello.hostname
         record.versions = dict(hello.versions)
         record.plugin_version = hello.plugin_version
         record.capabilities = tuple(hello.capabilities)
         record.current_step = max(record.current_step, hello.step)
-        if "push" in hello.capabilities:
-            # This plugin runs traces and monitors itself: its word on them is authoritative (and
-            # survives a daemon restart). Other clients report them in msMonitor's status structs.
+        # What the plugin runs itself, its word on is authoritative (and survives a daemon restart);
+        # the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
+        if "push" in hello.capabilities and wire.NPUTRACE in hello.capabilities:
             record.trace_state = _TRACE_PHASES.get(hello.trace_phase, TraceState.IDLE)
+        if "push" in hello.capabilities:
             record.monitor_state = _MONITOR_STATES.get(hello.monitor_state, record.monitor_state)
         if record.monitor_state is MonitorState.UNINITIALIZED:
             record.monitor_state = MonitorState.IDLE
@@ -161,6 +163,7 @@ class Registry:
             return
         record.trace_state = _NPU_TRACE_STATES.get(status.status, record.trace_state)
         record.current_step = max(record.current_step, status.current_step)
+        record.trace_steps = (status.start_step, status.stop_step)
 
     def context(self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address) -> int:
         """Register a ``ctxt`` (msMonitor's registration); returns the process count of its (job, device)."""

@@ -18,10 +18,14 @@ from dynoproto import dynolog_pb2_grpc as pb_grpc
 from . import __version__, targeting
 from .ipc_monitor import IpcMonitor
 from .paths import check_output_path
-from .registry import ClientKind, ProcessRecord, Registry
+from .registry import ClientKind, ProcessRecord, Registry, TraceState
 from .tracing import Trace, TraceManager
 
-_CLIENT_KINDS = {ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN, ClientKind.KINETO: pb.CLIENT_KIND_KINETO}
+_CLIENT_KINDS = {
+    ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN,
+    ClientKind.KINETO: pb.CLIENT_KIND_KINETO,
+    ClientKind.MSMONITOR: pb.CLIENT_KIND_MSMONITOR,
+}
 
 
 class DynologService(pb_grpc.DynologServicer):
@@ -48,6 +52,7 @@ class DynologService(pb_grpc.DynologServicer):
             plugin_processes=sum(ClientKind.PLUGIN in r.clients for r in records),
             kineto_processes=sum(ClientKind.KINETO in r.clients for r in records),
             tls=self._tls,
+            msmonitor=msmonitor_status(records),
         )
         if self._ipc is not None:
             response.ipc_addresses.extend(e.describe() for e in self._ipc.endpoints)
@@ -161,6 +166,27 @@ class DynologService(pb_grpc.DynologServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
         assert trace is not None
         return traces, trace
+
+
+_MSMONITOR_NAMES = {"UNINITIALIZED": "Uninitialized", "IDLE": "Idle", "READY": "Ready", "RUNNING": "Running"}
+
+
+def msmonitor_status(records: List[ProcessRecord]) -> pb.MsMonitorStatus:
+    def summary(states: List[str]) -> str:
+        for name in ("RUNNING", "READY", "IDLE"):
+            if name in states:
+                return _MSMONITOR_NAMES[name]
+        return _MSMONITOR_NAMES["UNINITIALIZED"]
+
+    tracing = [r for r in records if r.trace_state in (TraceState.RUNNING, TraceState.READY)]
+    start, stop = tracing[0].trace_steps if tracing else (-1, -1)
+    return pb.MsMonitorStatus(
+        nputrace=summary([r.trace_state.name for r in records]),
+        npumonitor=summary([r.monitor_state.name for r in records]),
+        current_step=max((r.current_step for r in records), default=0),
+        start_step=start,
+        stop_step=stop,
+    )
 
 
 def process_info(record: ProcessRecord) -> pb.ProcessInfo:

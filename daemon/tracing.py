@@ -16,7 +16,7 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, OrderedDict, Set
+from typing import Callable, Dict, List, Optional, OrderedDict, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
@@ -40,7 +40,8 @@ _REASON_TEXT = {
     pb.REASON_TRACE_BUSY: "a trace is already pending or running there",
     pb.REASON_START_STEP_PASSED: "its start step has already begun",
     pb.REASON_PROCESS_LIMIT: "beyond --process-limit",
-    pb.REASON_NOT_SUPPORTED: "stock Kineto runs gputrace only (no msmonitor plugin in that process)",
+    pb.REASON_NOT_SUPPORTED: "no client in that process runs this command (stock Kineto runs gputrace only; "
+    "in torch_npu and MindSpore jobs their monitor process takes nputrace)",
 }
 
 # Sends a datagram to a plugin process; False when it could not be queued.
@@ -284,11 +285,15 @@ class TraceManager:
         return (text + "\n").encode()
 
     def npu_status(self, record: ProcessRecord, status: wire.NpuStatus) -> None:
-        """msMonitor clients report a trace through status structs: Ready (2), Running (1), then Idle (0)."""
-        trace = self._active_trace(record.host_pid)
-        if trace is None or record.host_pid not in trace.pulled:
+        """msMonitor clients report a trace through status structs: Ready (2), Running (1), then Idle (0).
+
+        torch_npu polls from a helper process but reports from the training process, its parent: the
+        trace taken by a process's helper is that process's trace.
+        """
+        found = self._pulled_trace_of(record)
+        if found is None:
             return
-        process = trace.processes[record.host_pid]
+        trace, process = found
         process.current_step = status.current_step
         if status.status in (1, 2):
             process.start_step, process.stop_step = status.start_step, status.stop_step
@@ -302,6 +307,16 @@ class TraceManager:
                 "the framework's monitor process left (status Uninitialized) before the trace finished"
             )
             self._set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+
+    def _pulled_trace_of(self, record: ProcessRecord) -> Optional[Tuple[Trace, pb.TraceProcess]]:
+        for host_pid, trace_id in self._by_process.items():
+            trace = self._traces.get(trace_id)
+            if trace is None or host_pid not in trace.pulled:
+                continue
+            taker = self.registry.get(host_pid)
+            if host_pid == record.host_pid or (taker is not None and record.host_pid in taker.host_ancestors):
+                return trace, trace.processes[host_pid]
+        return None
 
     def plugin_hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         trace = self._active_trace(record.host_pid)
@@ -325,6 +340,7 @@ class TraceManager:
             event.start_step,
             event.stop_step,
         )
+        record.trace_steps = (event.start_step, event.stop_step)
         if event.output:
             process.output = event.output
         process.files[:] = event.files
@@ -397,7 +413,7 @@ class TraceManager:
 
 def _framework_outputs(expected: str, since: float) -> List[str]:
     """The directories torch_npu / MindSpore wrote under the --log-file since the trace was sent."""
-    root = expected.split("/<", 1)[0].rsplit("/", 1)[0] if "/<" in expected else os.path.dirname(expected)
+    root = os.path.dirname(expected.rstrip("/"))  # expected: <log-file>/<host>_<pid>_<timestamp>_<backend>/
     try:
         entries = [os.path.join(root, name) for name in os.listdir(root)]
     except OSError:

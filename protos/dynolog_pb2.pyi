@@ -12,6 +12,7 @@ class ClientKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CLIENT_KIND_UNSPECIFIED: _ClassVar[ClientKind]
     CLIENT_KIND_PLUGIN: _ClassVar[ClientKind]
     CLIENT_KIND_KINETO: _ClassVar[ClientKind]
+    CLIENT_KIND_MSMONITOR: _ClassVar[ClientKind]
 
 class TraceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +57,7 @@ class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 CLIENT_KIND_UNSPECIFIED: ClientKind
 CLIENT_KIND_PLUGIN: ClientKind
 CLIENT_KIND_KINETO: ClientKind
+CLIENT_KIND_MSMONITOR: ClientKind
 TRACE_STATE_UNINITIALIZED: TraceState
 TRACE_STATE_IDLE: TraceState
 TRACE_STATE_READY: TraceState
@@ -102,7 +104,7 @@ class IpcCounters(_message.Message):
     def __init__(self, received: _Optional[int] = ..., replied: _Optional[int] = ..., malformed: _Optional[int] = ..., rejected_senders: _Optional[int] = ..., send_errors: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("hostname", "version", "pid", "uptime_s", "ipc_enabled", "ipc_addresses", "processes", "plugin_processes", "kineto_processes", "ipc", "tls")
+    __slots__ = ("hostname", "version", "pid", "uptime_s", "ipc_enabled", "ipc_addresses", "processes", "plugin_processes", "kineto_processes", "ipc", "tls", "msmonitor")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +116,7 @@ class GetStatusResponse(_message.Message):
     KINETO_PROCESSES_FIELD_NUMBER: _ClassVar[int]
     IPC_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
+    MSMONITOR_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     version: str
     pid: int
@@ -125,7 +128,22 @@ class GetStatusResponse(_message.Message):
     kineto_processes: int
     ipc: IpcCounters
     tls: bool
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: _Optional[bool] = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: _Optional[bool] = ...) -> None: ...
+    msmonitor: MsMonitorStatus
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: _Optional[bool] = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: _Optional[bool] = ..., msmonitor: _Optional[_Union[MsMonitorStatus, _Mapping]] = ...) -> None: ...
+
+class MsMonitorStatus(_message.Message):
+    __slots__ = ("nputrace", "npumonitor", "current_step", "start_step", "stop_step")
+    NPUTRACE_FIELD_NUMBER: _ClassVar[int]
+    NPUMONITOR_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
+    START_STEP_FIELD_NUMBER: _ClassVar[int]
+    STOP_STEP_FIELD_NUMBER: _ClassVar[int]
+    nputrace: str
+    npumonitor: str
+    current_step: int
+    start_step: int
+    stop_step: int
+    def __init__(self, nputrace: _Optional[str] = ..., npumonitor: _Optional[str] = ..., current_step: _Optional[int] = ..., start_step: _Optional[int] = ..., stop_step: _Optional[int] = ...) -> None: ...
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()

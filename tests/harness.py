@@ -9,13 +9,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
@@ -42,22 +44,52 @@ def wait_until(probe: Callable[[], Optional[T]], timeout: float = 20.0, what: st
         delay = min(delay * 2, 0.2)
 
 
+class _LineReader:
+    """Lines from a pipe, read with os.read: a buffered readline() after select() can hold the next
+    line in Python's buffer while select() waits on the empty pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buffer, self.eof = fd, b"", False
+
+    def readline(self, deadline: float) -> Optional[str]:
+        while b"\n" not in self.buffer and not self.eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(self.fd, 65536)
+            self.eof = not chunk
+            self.buffer += chunk
+        if not self.buffer:
+            return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace") + "\n"
+
+
+_readers: weakref.WeakKeyDictionary[subprocess.Popen, _LineReader] = weakref.WeakKeyDictionary()  # type: ignore[type-arg]
+
+
+def drain(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Consume a process's stdout until it closes."""
+    assert proc.stdout is not None
+    reader = _readers.setdefault(proc, _LineReader(proc.stdout.fileno()))
+    with contextlib.suppress(OSError, ValueError):
+        while reader.readline(float("inf")) is not None:
+            pass
+
+
 def read_line_until(proc: subprocess.Popen, prefix: str, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
     """Read *proc*'s stdout until a line starting with *prefix*; fail with its output if it exits."""
     assert proc.stdout is not None
+    reader = _readers.setdefault(proc, _LineReader(proc.stdout.fileno()))
     seen: List[str] = []
     deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith(prefix):
-                return line.strip()
+    while True:
+        line = reader.readline(deadline)
+        if line is None:
+            break
+        seen.append(line)
+        if line.startswith(prefix):
+            return line.strip()
     proc.poll()
     raise AssertionError(
         f"no line starting {prefix!r} within {timeout}s (exit code {proc.returncode}); "
@@ -118,6 +150,8 @@ class Daemon:
         )
         self.ready_line = read_line_until(self.proc, "dynolog ready")
         self.port = int(self.ready_line.split("grpc=")[1].split()[0].rsplit(":", 1)[1])
+        # Keep reading what it prints (gRPC's own messages, say), so a full pipe never blocks it.
+        threading.Thread(target=drain, args=(self.proc,), daemon=True).start()
         return self
 
     def stop(self) -> int:

@@ -11,7 +11,11 @@ from dynoproto import dynolog_pb2 as pb
 from ..connection import Target, connect
 from ..output import as_dict, duration, print_json, table
 
-_CLIENT = {pb.CLIENT_KIND_PLUGIN: "plugin", pb.CLIENT_KIND_KINETO: "kineto"}
+_CLIENT = {
+    pb.CLIENT_KIND_PLUGIN: "plugin",
+    pb.CLIENT_KIND_KINETO: "kineto",
+    pb.CLIENT_KIND_MSMONITOR: "msmonitor",
+}
 HEADERS = (
     "PID",
     "HOST PID",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import typer
 from dynoproto import dynolog_pb2 as pb
 
@@ -15,7 +17,9 @@ def run(ctx: typer.Context) -> None:
     with connect(target) as stub:
         status = stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
     if target.json:
-        print_json(as_dict(status))
+        data = as_dict(status)
+        data.update(msmonitor_fields(status.msmonitor))  # the keys msMonitor's getStatus had, for its scripts
+        print_json(data)
         return
     ipc = (
         ", ".join(status.ipc_addresses)
@@ -34,3 +38,18 @@ def run(ctx: typer.Context) -> None:
         f"  datagrams:  {c.received} received, {c.replied} replied, {c.malformed} malformed, "
         f"{c.rejected_senders} from rejected senders"
     )
+    m = status.msmonitor
+    steps = f", steps {m.start_step}-{m.stop_step}" if m.start_step >= 0 else ""
+    print(f"  nputrace:   {m.nputrace}{steps}; npumonitor: {m.npumonitor}; current step {m.current_step}")
+
+
+def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:
+    """msMonitor's getStatus shape: start_step and stop_step only while a trace is Running or Ready."""
+    fields: Dict[str, Any] = {
+        "nputrace": m.nputrace,
+        "npumonitor": m.npumonitor,
+        "current_step": m.current_step,
+    }
+    if m.nputrace in ("Running", "Ready"):
+        fields.update(start_step=m.start_step, stop_step=m.stop_step)
+    return fields

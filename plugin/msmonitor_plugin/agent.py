@@ -19,11 +19,12 @@ log = logging.getLogger("msmonitor_plugin")
 def capabilities(env: Mapping[str, str]) -> List[str]:
     """What this plugin does here; "push": the daemon may send commands at once, without a poll.
 
-    In a torch_npu job run with MSMONITOR_USE_DAEMON, torch_npu's own dynamic profiler takes nputrace
-    (through IPCMonitor), so the plugin leaves it to that.
+    In a torch_npu or MindSpore job run with MSMONITOR_USE_DAEMON, the framework's own dynamic profiler
+    takes nputrace (through IPCMonitor), so the plugin leaves it to that.
     """
     caps = ["push", wire.GPUTRACE, monitoring.NPUMONITOR]
-    if not ("torch_npu" in sys.modules and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")):
+    framework_traces = any(name in sys.modules for name in ("torch_npu", "mindspore"))
+    if not (framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")):
         caps.append(wire.NPUTRACE)
     return caps
 
