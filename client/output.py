@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -43,7 +43,7 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def table(headers: Sequence[str], rows: List[Sequence[str]]) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]

@@ -90,8 +90,9 @@ class IpcMonitor:
         count = self.registry.context(
             sender.pid, sender.uid, wire.KinetoContext.unpack(datagram.payload), sender.address
         )
-        if new:
-            _log_registered(self.registry.get(sender.pid))
+        record = self.registry.get(sender.pid)
+        if new and record is not None:
+            _log_registered(record)
         endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(count)), sender.address)
 
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:

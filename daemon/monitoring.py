@@ -49,7 +49,7 @@ class MonitorManager:
         self._hostname = socket.gethostname()
         self._latest: Dict[int, pb.MetricsReport] = {}  # host pid -> latest report
         self._partial: collections.OrderedDict[Tuple[int, int], Dict[int, bytes]] = collections.OrderedDict()
-        self._watchers: Set[asyncio.Queue] = set()  # type: ignore[type-arg]
+        self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
         self._answered = asyncio.Event()
 
@@ -91,7 +91,7 @@ class MonitorManager:
         response.activity_profilers_triggered.extend(p.pid for p in response.processes if p.triggered)
         return _conclude(response, request)
 
-    def _availability(self, record: ProcessRecord) -> pb.Reason.ValueType:
+    def _availability(self, record: ProcessRecord) -> pb.Reason:
         if not record.can_run(NPUMONITOR):
             return pb.REASON_NOT_SUPPORTED
         if record.trace_state is TraceState.RUNNING:  # Ready still allows it, as in msMonitor
@@ -263,7 +263,7 @@ _REASONS = {
 }
 
 
-def _ineffective(reason: pb.Reason.ValueType, message: str) -> pb.CommandResponse:
+def _ineffective(reason: pb.Reason, message: str) -> pb.CommandResponse:
     return pb.CommandResponse(command_status=pb.COMMAND_STATUS_INEFFECTIVE, reason=reason, message=message)
 
 

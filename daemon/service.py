@@ -209,6 +209,6 @@ def process_info(record: ProcessRecord) -> pb.ProcessInfo:
         last_seen_s=max(0.0, time.monotonic() - record.last_seen),
         uid=record.uid,
         current_step=record.current_step,
-        trace_state=pb.TraceState.Value(f"TRACE_STATE_{record.trace_state.name}"),
-        monitor_state=pb.MonitorState.Value(f"MONITOR_STATE_{record.monitor_state.name}"),
+        trace_state=f"TRACE_STATE_{record.trace_state.name}",
+        monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
     )

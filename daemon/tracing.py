@@ -81,7 +81,7 @@ class Trace:
 @dataclass
 class Decision:
     record: ProcessRecord
-    reason: pb.Reason.ValueType = pb.REASON_UNSPECIFIED
+    reason: pb.Reason = pb.REASON_UNSPECIFIED
 
     @property
     def triggered(self) -> bool:
@@ -105,7 +105,7 @@ class TraceManager:
             host = record.hostname or self._hostname
             return f"{request.log_file.rstrip('/')}/{host}_{record.pid}_<timestamp>_<backend>/"
 
-        def decide(record: ProcessRecord) -> pb.Reason.ValueType:
+        def decide(record: ProcessRecord) -> pb.Reason:
             if not record.can_run(wire.NPUTRACE):
                 return pb.REASON_NOT_SUPPORTED
             if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
@@ -131,7 +131,7 @@ class TraceManager:
         kind: str,
         text: str,
         targets: pb.Targets,
-        decide: Callable[[ProcessRecord], pb.Reason.ValueType],
+        decide: Callable[[ProcessRecord], pb.Reason],
         expected: Callable[[ProcessRecord], str],
     ) -> pb.CommandResponse:
         if len(self.registry) == 0:
@@ -183,7 +183,7 @@ class TraceManager:
         self,
         matched: List[ProcessRecord],
         limit: int,
-        decide: Callable[[ProcessRecord], pb.Reason.ValueType],
+        decide: Callable[[ProcessRecord], pb.Reason],
     ) -> List[Decision]:
         decisions, taken = [], 0
         for record in matched:
@@ -194,7 +194,7 @@ class TraceManager:
             decisions.append(Decision(record, reason))
         return decisions
 
-    def _availability(self, record: ProcessRecord) -> pb.Reason.ValueType:
+    def _availability(self, record: ProcessRecord) -> pb.Reason:
         """nputrace and npu-monitor exclude each other per process; one trace at a time."""
         if record.monitor_state is MonitorState.RUNNING:
             return pb.REASON_NPU_MONITOR_RUNNING
@@ -402,7 +402,7 @@ class TraceManager:
             )
             self._set_phase(trace, process, pb.TRACE_PHASE_FAILED)
 
-    def _set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase.ValueType) -> None:
+    def _set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase) -> None:
         process.phase = phase
         process.updated_at = time.time()
         if phase not in _ACTIVE and self._by_process.get(process.host_pid) == trace.trace_id:
@@ -421,7 +421,7 @@ def _framework_outputs(expected: str, since: float) -> List[str]:
     return sorted(p for p in entries if os.path.isdir(p) and os.path.getmtime(p) >= since - 1)
 
 
-def _ineffective(reason: pb.Reason.ValueType, message: str) -> pb.CommandResponse:
+def _ineffective(reason: pb.Reason, message: str) -> pb.CommandResponse:
     return pb.CommandResponse(command_status=pb.COMMAND_STATUS_INEFFECTIVE, reason=reason, message=message)
 
 

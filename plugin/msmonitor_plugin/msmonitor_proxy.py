@@ -31,7 +31,7 @@ _UNINITIALIZED = -1
 
 
 def daemon_address(env: Mapping[str, str]) -> str:
-    """msMonitor's control socket: ``$HOME/dynolog.sock`` (``MSMONITOR_IPC_SOCKET_DIR`` overrides the folder)."""
+    """msMonitor's control socket ``$HOME/dynolog.sock`` (the folder: ``MSMONITOR_IPC_SOCKET_DIR``)."""
     folder = env.get("MSMONITOR_IPC_SOCKET_DIR") or env.get("HOME") or os.path.expanduser("~")
     return os.path.join(folder, wire.MSMONITOR_CONTROL_SOCKET)
 
@@ -128,7 +128,7 @@ class PyDynamicMonitorProxy:
             self._send_status(wire.NPU_MONITOR_STATUS, 1 if running else 0)
 
     def update_profiler_status(self, status: Dict[str, str]) -> None:
-        """The framework's trace state: ``profiler_status`` -1 (both Uninitialized), 0 Idle, 1 Running, 2 Ready."""
+        """The framework's trace state: ``profiler_status`` -1 (Uninitialized), 0 Idle, 1 Running, 2 Ready."""
         try:
             values = {
                 k: int(status.get(k, "0"))

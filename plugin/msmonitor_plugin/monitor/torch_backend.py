@@ -28,8 +28,8 @@ cost (stop + parse, and the in-window slowdown estimated from them) stays within
 1 %) of the interval; it starts at 0.1 s, at most doubles per interval, and never exceeds
 ``MSMONITOR_TORCH_SAMPLE_S`` (default 1 s). Reports say how much time was sampled (``sampled_ns``).
 The profiler runs on the monitor thread and records all threads (``profile_all_threads``, checked at
-start; 2.13 is tested); with a torch that lacks it the backend is unavailable. torch is never imported here: the module the
-process already imported is passed in.
+start; 2.13 is tested); with a torch that lacks it the backend is unavailable. torch is never imported
+here: the module the process already imported is passed in.
 """
 
 from __future__ import annotations
