@@ -51,10 +51,13 @@ class _LineReader:
     def __init__(self, fd: int) -> None:
         self.fd, self.buffer, self.eof = fd, b"", False
 
-    def readline(self, deadline: float) -> Optional[str]:
+    def readline(self, deadline: Optional[float]) -> Optional[str]:
+        """The next line, or None at end of file or, with a *deadline*, when it passes first."""
         while b"\n" not in self.buffer and not self.eof:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and (
+                remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]
+            ):
                 return None
             chunk = os.read(self.fd, 65536)
             self.eof = not chunk
@@ -73,7 +76,7 @@ def drain(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
     assert proc.stdout is not None
     reader = _readers.setdefault(proc, _LineReader(proc.stdout.fileno()))
     with contextlib.suppress(OSError, ValueError):
-        while reader.readline(float("inf")) is not None:
+        while reader.readline(None) is not None:
             pass
 
 
@@ -208,12 +211,13 @@ class Workload:
     env: Dict[str, str]
     args: Sequence[str] = ()
     netns_of: Optional[int] = None  # run inside the network namespace of this pid
+    launcher: Sequence[str] = ()  # a command that runs it, e.g. unshare for a pid namespace
     proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
-    pid: int = 0
+    pid: int = 0  # as the workload sees itself
 
     def start(self) -> Workload:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}
-        cmd = [sys.executable, str(WORKLOADS / self.script), *self.args]
+        cmd = [*self.launcher, sys.executable, str(WORKLOADS / self.script), *self.args]
         self.proc = subprocess.Popen(
             nsenter(self.netns_of, cmd) if self.netns_of is not None else cmd,
             stdin=subprocess.PIPE,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import KINETO_1S_CONFIG, Daemon, wait_until
+from harness import KINETO_1S_CONFIG, Daemon, Workload, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -81,3 +81,28 @@ def test_explicit_init_without_torch(daemon, start_workload):
     job = start_workload("idle.py", {**daemon.client_env()}, "--init")
     process = wait_until(lambda: daemon.process(job.pid), what="registration")
     assert process["backend"] == "python"
+
+
+def test_a_process_in_its_own_pid_namespace_is_targeted_by_either_pid(daemon, tmp_path):
+    """As in a container: the process sees itself as pid 1; the daemon sees its host pid too."""
+    job = Workload(
+        "train.py", plugin_env(daemon, RANK="0"), launcher=["unshare", "--pid", "--fork", "--mount-proc"]
+    )
+    try:
+        job.start()
+        assert job.pid == 1
+        process = wait_until(
+            lambda: next((p for p in daemon.processes() if p["pid"] == 1 and p["backend"] == "torch"), None),
+            what="the containerised process to register",
+        )
+        host_pid = process["host_pid"]
+        assert host_pid != 1
+        for pid in (1, host_pid):
+            reply = daemon.dyno_json(
+                "nputrace", "--iterations", "1", "--log-file", str(tmp_path), "--pids", str(pid), "--wait"
+            )
+            assert [p["host_pid"] for p in reply["processes"] if p["triggered"]] == [host_pid]
+            assert reply["trace"]["processes"][0]["phase"] == "TRACE_PHASE_FINISHED"
+        assert str(host_pid) in daemon.dyno("processes", check=True).stdout  # both pids in the table
+    finally:
+        job.stop()
