@@ -151,7 +151,44 @@ def main() -> int:
             show=f"{shown} gputrace --log-file {traces}/kineto.json --iterations 2 --wait",
         )
 
-        say("7. A command nothing can take is 'ineffective', with the reason")
+        say("7. Always-on monitoring: which kernels take the time, every second")
+        run(
+            *dyno,
+            "npu-monitor",
+            "--npu-monitor-start",
+            "--report-interval-s",
+            "1",
+            "--mspti-activity-kind",
+            "Kernel,API,Marker,Hccl",
+            show=f"{shown} npu-monitor --npu-monitor-start --report-interval-s 1 "
+            "--mspti-activity-kind Kernel,API,Marker,Hccl",
+        )
+        print(f"{DIM}$ {shown} npu-monitor --watch      (3 seconds of it){RESET}", flush=True)
+        watch = subprocess.Popen(
+            [str(BIN / dyno[0]), *dyno[1:], "npu-monitor", "--watch"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            output, _ = watch.communicate(timeout=3.5)
+        except subprocess.TimeoutExpired:
+            watch.send_signal(signal.SIGINT)
+            output, _ = watch.communicate()
+        tables = output.split("npu-monitor — ")
+        print("npu-monitor — " + tables[-1][:2500] if len(tables) > 1 else output[:2500])
+        run(
+            *dyno,
+            "nputrace",
+            "--iterations",
+            "1",
+            "--log-file",
+            str(traces),
+            show=f"{shown} nputrace --iterations 1 --log-file {traces}     # refused: npu-monitor runs there",
+        )
+        run(*dyno, "npu-monitor", "--npu-monitor-stop", show=f"{shown} npu-monitor --npu-monitor-stop")
+
+        say("8. A command nothing can take is 'ineffective', with the reason")
         run(
             *dyno,
             "nputrace",
