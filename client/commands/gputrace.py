@@ -23,18 +23,10 @@ def run(
     profile_start_iteration_roundup: int = typer.Option(
         1, "--profile-start-iteration-roundup", help="start at the next multiple of this step"
     ),
-    job_id: int = typer.Option(0, "--job-id", help="only this job's processes (0: every job)"),
-    pids: str = typer.Option(
-        "0", "--pids", help="comma-separated pids; a launcher's pid selects its workers"
-    ),
-    rank_list: Optional[str] = typer.Option(
-        None, "--rank-list", help="comma-separated ranks (plugin processes)"
-    ),
-    process_limit: int = typer.Option(
-        0,
-        "--process-limit",
-        help="at most this many processes (default 0: every matched one; dynolog's is 3)",
-    ),
+    job_id: int = tracing.JOB_ID,
+    pids: str = tracing.PIDS,
+    rank_list: Optional[str] = tracing.RANK_LIST,
+    process_limit: int = tracing.PROCESS_LIMIT,
     record_shapes: bool = typer.Option(False, "--record-shapes", help="operator input shapes"),
     profile_memory: bool = typer.Option(False, "--profile-memory", help="memory profile (duration traces)"),
     with_stacks: bool = typer.Option(False, "--with-stacks", "--with-stack", help="Python call stacks"),
@@ -44,7 +36,7 @@ def run(
         False, "--fail-on-no-process", help="accepted for dynolog scripts (nothing matched always exits 1)"
     ),
     wait: bool = typer.Option(False, "--wait", help="wait until every triggered process wrote its file"),
-    wait_timeout: float = typer.Option(600.0, "--wait-timeout", help="seconds --wait waits at most"),
+    wait_timeout: float = tracing.WAIT_TIMEOUT,
 ) -> None:
     """Trace running PyTorch processes the way dynolog does (stock Kineto writes the file itself).
 

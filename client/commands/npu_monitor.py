@@ -50,12 +50,10 @@ def run(
         "", "--json-rotate-log-files", help="Jsonl files kept (-1: all)"
     ),
     top_n: int = typer.Option(10, "--top-n", help="names reported per kind and device, by total time"),
-    job_id: int = typer.Option(0, "--job-id", help="only this job's processes (0: every job)"),
-    pids: str = typer.Option(
-        "0", "--pids", help="comma-separated pids; a launcher's pid selects its workers"
-    ),
-    rank_list: Optional[str] = typer.Option(None, "--rank-list", help="comma-separated ranks"),
-    process_limit: int = typer.Option(0, "--process-limit", help="at most this many processes (0: all)"),
+    job_id: int = tracing.JOB_ID,
+    pids: str = tracing.PIDS,
+    rank_list: Optional[str] = tracing.RANK_LIST,
+    process_limit: int = tracing.PROCESS_LIMIT,
     watch: bool = typer.Option(
         False, "--watch", help="live table of the reports per host/rank/kind; Ctrl-C leaves"
     ),

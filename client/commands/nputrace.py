@@ -29,16 +29,10 @@ def run(
     profile_start_time: int = typer.Option(
         0, "--profile-start-time", help="epoch ms to start a time-based trace (same instant on many hosts)"
     ),
-    job_id: int = typer.Option(0, "--job-id", help="only this job's processes (0: every job)"),
-    pids: str = typer.Option(
-        "0", "--pids", help="comma-separated pids; a launcher's pid selects its workers"
-    ),
-    rank_list: Optional[str] = typer.Option(None, "--rank-list", help="comma-separated ranks, e.g. 0,1"),
-    process_limit: int = typer.Option(
-        0,
-        "--process-limit",
-        help="at most this many processes (default 0: every matched one; msMonitor's is 3)",
-    ),
+    job_id: int = tracing.JOB_ID,
+    pids: str = tracing.PIDS,
+    rank_list: Optional[str] = tracing.RANK_LIST,
+    process_limit: int = tracing.PROCESS_LIMIT,
     activities: str = typer.Option("CPU,NPU", "--activities", help="CPU, NPU or both"),
     record_shapes: bool = typer.Option(False, "--record-shapes", help="operator input shapes and types"),
     profile_memory: bool = typer.Option(False, "--profile-memory", help="operator memory"),
@@ -71,7 +65,7 @@ def run(
         False, "--sys-interconnection", help="HCCS / PCIe data (Ascend)"
     ),
     wait: bool = typer.Option(False, "--wait", help="wait until every triggered process wrote its files"),
-    wait_timeout: float = typer.Option(600.0, "--wait-timeout", help="seconds --wait waits at most"),
+    wait_timeout: float = tracing.WAIT_TIMEOUT,
 ) -> None:
     """Trace steps of running processes: torch_npu/MindSpore on Ascend, torch.profiler elsewhere.
 

@@ -10,6 +10,7 @@ from dynoproto import dynolog_pb2 as pb
 
 from ..connection import Target, connect
 from ..output import as_dict, duration, print_json, table
+from . import tracing
 
 _CLIENT = {
     pb.CLIENT_KIND_PLUGIN: "plugin",
@@ -34,7 +35,7 @@ HEADERS = (
 
 def run(
     ctx: typer.Context,
-    job_id: int = typer.Option(0, "--job-id", help="only this job's processes (0: every job)"),
+    job_id: int = tracing.JOB_ID,
 ) -> None:
     """List registered processes: pid (and host pid inside containers), job, rank, devices, client, state."""
     target: Target = ctx.obj

@@ -15,7 +15,7 @@ def run(
     ctx: typer.Context,
     trace_id: str = typer.Argument(..., help="the id nputrace or gputrace printed"),
     wait: bool = typer.Option(False, "--wait", help="wait until every process finished or failed"),
-    wait_timeout: float = typer.Option(600.0, "--wait-timeout", help="seconds --wait waits at most"),
+    wait_timeout: float = tracing.WAIT_TIMEOUT,
 ) -> None:
     """Show where one trace stands in each process: phase, steps, files or error."""
     target: Target = ctx.obj

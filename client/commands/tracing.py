@@ -20,6 +20,16 @@ LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
 
 
+# Targeting options, the same in every command that reaches processes.
+JOB_ID = typer.Option(0, "--job-id", help="only this job's processes (0: every job)")
+PIDS = typer.Option("0", "--pids", help="comma-separated pids; a launcher's pid selects its workers")
+RANK_LIST = typer.Option(None, "--rank-list", help="comma-separated ranks, e.g. 0,1")
+PROCESS_LIMIT = typer.Option(
+    0, "--process-limit", help="at most this many processes (default 0: every matched one; dynolog's is 3)"
+)
+WAIT_TIMEOUT = typer.Option(600.0, "--wait-timeout", help="seconds --wait waits at most")
+
+
 def int_list(text: str, flag: str, zero_means_all: bool = False) -> List[int]:
     """``1,2,3`` as integers; msMonitor's ``0`` (or empty) means every process for --pids."""
     try:

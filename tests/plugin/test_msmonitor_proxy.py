@@ -17,7 +17,9 @@ class ProxyTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
-        self.env = mock.patch.dict(os.environ, {"MSMONITOR_IPC_SOCKET_DIR": self.dir.name, "SLURM_JOB_ID": "77"})
+        self.env = mock.patch.dict(
+            os.environ, {"MSMONITOR_IPC_SOCKET_DIR": self.dir.name, "SLURM_JOB_ID": "77"}
+        )
         self.env.start()
         self.addCleanup(self.env.stop)
         PyDynamicMonitorProxy._instance = None  # each test its own singleton
@@ -49,7 +51,9 @@ class ProxyTest(unittest.TestCase):
     def test_poll_returns_the_config_and_skips_other_replies(self):
         self.proxy.init_dyno(0)
         _, sender = self.receive(wire.CTXT)
-        self.daemon.sendto(wire.encode(wire.CTXT, wire.pack_context_reply(1)), sender)  # late registration reply
+        self.daemon.sendto(
+            wire.encode(wire.CTXT, wire.pack_context_reply(1)), sender
+        )  # late registration reply
         self.daemon.sendto(wire.encode(wire.ACK, b"{}"), sender)
         text = b"NPU_MONITOR_START=true\nREPORT_INTERVAL_S=10\n"
         self.daemon.sendto(wire.encode(wire.REQ, text), sender)
@@ -85,7 +89,9 @@ class ProxyTest(unittest.TestCase):
     def test_uninitialized_reports_both_states(self):
         self.proxy.init_dyno(0)
         self.proxy.update_profiler_status({"profiler_status": "-1"})
-        monitor = [wire.NpuStatus.unpack(self.receive(wire.NPU_MONITOR_STATUS)[0].payload).status for _ in range(2)]
+        monitor = [
+            wire.NpuStatus.unpack(self.receive(wire.NPU_MONITOR_STATUS)[0].payload).status for _ in range(2)
+        ]
         self.assertEqual(monitor, [0, -1])
 
 

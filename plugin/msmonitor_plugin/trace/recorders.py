@@ -24,22 +24,25 @@ class RecorderError(RuntimeError):
 
 
 class Recorder:
-    """The interface both backends implement."""
+    """What both backends share: a torch-style profiler object, driven step by step."""
 
     backend = ""
 
     def __init__(self, spec: TraceSpec) -> None:
         self.spec = spec
         self.warnings: List[str] = []
+        self._profile: Any = None
 
     def start(self, first_step: int) -> None:
-        raise NotImplementedError
+        # The profiler names each step ProfilerStep#<step_num>: start it at the job's own number.
+        self._profile.step_num = first_step
+        self._profile.start()
 
     def step(self) -> None:
-        raise NotImplementedError
+        self._profile.step()
 
     def stop(self) -> None:
-        raise NotImplementedError
+        self._profile.stop()  # torch_npu's handler writes (and analyses) here; torch's writes in write()
 
     def write(self) -> List[str]:
         """Write the trace (and summary); returns the files. Runs off the training thread."""
@@ -85,7 +88,7 @@ class TorchRecorder(Recorder):
         if not activities:
             raise RecorderError(f"nothing to record: {','.join(spec.activities)} unavailable in this process")
         # A schedule that always records makes torch mark each step as ProfilerStep#<n>.
-        self._profile: Any = profile(
+        self._profile = profile(
             activities=activities,
             schedule=lambda step: ProfilerAction.RECORD,
             record_shapes=spec.record_shapes,
@@ -105,16 +108,6 @@ class TorchRecorder(Recorder):
     @property
     def output(self) -> str:
         return self._file if self.spec.kind == wire.GPUTRACE else self._dir
-
-    def start(self, first_step: int) -> None:
-        self._profile.step_num = first_step
-        self._profile.start()
-
-    def step(self) -> None:
-        self._profile.step()
-
-    def stop(self) -> None:
-        self._profile.stop()
 
     def write(self) -> List[str]:
         os.makedirs(self._dir, exist_ok=True)
@@ -140,7 +133,7 @@ class NpuRecorder(Recorder):
         activities = [
             getattr(npu_profiler.ProfilerActivity, a) for a in spec.activities if a in ("CPU", "NPU")
         ]
-        self._profile: Any = npu_profiler.profile(
+        self._profile = npu_profiler.profile(
             activities=activities,
             schedule=npu_profiler.schedule(wait=0, warmup=0, active=max(spec.iterations, 1), repeat=1),
             on_trace_ready=npu_profiler.tensorboard_trace_handler(
@@ -180,16 +173,6 @@ class NpuRecorder(Recorder):
     @property
     def output(self) -> str:
         return self.spec.log_file
-
-    def start(self, first_step: int) -> None:
-        self._profile.step_num = first_step
-        self._profile.start()
-
-    def step(self) -> None:
-        self._profile.step()
-
-    def stop(self) -> None:
-        self._profile.stop()  # torch_npu's handler writes (and analyses) here
 
     def write(self) -> List[str]:
         pattern = os.path.join(self.spec.log_file, f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
