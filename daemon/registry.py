@@ -90,6 +90,22 @@ class ProcessRecord:
         return pull_clients.get(kind) in self.clients
 
 
+def inner_pid(host_pid: int, claimed: int) -> int:
+    """The pid the process has in its own (innermost) pid namespace, from the kernel's NSpid line.
+
+    The kernel's word beats the process's claim; where /proc says nothing (another mount namespace,
+    an old kernel) the claim stands.
+    """
+    try:
+        with open(f"/proc/{host_pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return claimed
+
+
 class Registry:
     def __init__(self, keepalive_s: float) -> None:
         self.keepalive_s = keepalive_s
@@ -112,7 +128,10 @@ class Registry:
         record = self._by_pid.get(host_pid)
         if record is None:
             record = self._by_pid[host_pid] = ProcessRecord(
-                host_pid=host_pid, pid=pid, uid=uid, host_ancestors=tuple(identity.ancestors(host_pid))
+                host_pid=host_pid,
+                pid=inner_pid(host_pid, pid),
+                uid=uid,
+                host_ancestors=tuple(identity.ancestors(host_pid)),
             )
         record.clients.add(kind)
         record.addresses[kind] = address

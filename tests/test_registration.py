@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from dynolog.registry import inner_pid
 from harness import KINETO_1S_CONFIG, Daemon, Workload, wait_until
 
 pytestmark = pytest.mark.torch
@@ -106,3 +109,8 @@ def test_a_process_in_its_own_pid_namespace_is_targeted_by_either_pid(daemon, tm
         assert str(host_pid) in daemon.dyno("processes", check=True).stdout  # both pids in the table
     finally:
         job.stop()
+
+
+def test_the_inner_pid_is_the_kernels_word_not_the_claim():
+    assert inner_pid(os.getpid(), claimed=12345) == os.getpid()  # NSpid's innermost entry
+    assert inner_pid(2**30, claimed=7) == 7  # nothing in /proc: the claim stands
