@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ._version import __version__
-from .agent import Agent, start_agent
 from .steps import StepCounter
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __all__ = ["__version__", "current_step", "init", "is_active", "shutdown", "step"]
 
@@ -30,6 +32,10 @@ def init() -> bool:
     global _agent
     with _lock:
         if _agent is None:
+            # Imported here: the daemon and dyno import this package for its wire module, and must not
+            # pay for the agent, the tracer and the monitor.
+            from .agent import start_agent
+
             _agent = start_agent(_counter, os.environ)
         return _agent is not None
 
