@@ -78,6 +78,14 @@ class SessionTest(unittest.TestCase):
         self.tracer.accept(npu_command(PROFILE_START_STEP="-1", ACTIVITIES_ITERATIONS="1"))
         self.assertEqual(self.events[0].start_step, 11)
 
+    def test_minus_one_armed_just_after_a_boundary_starts_at_the_following_one(self):
+        self.tracer.accept(npu_command(PROFILE_START_STEP="-1", ACTIVITIES_ITERATIONS="2"))
+        self.assertEqual(self.events[0].start_step, 1)
+        self.counter.count += 1  # the training thread crossed boundary 1 before the hook was read
+        self.steps(1)  # boundary 2: the trace starts here, and still records 2 steps
+        self.assertEqual(self.recorders[0].calls, [("start", 2)])
+        self.assertEqual((self.events[1].start_step, self.events[1].stop_step), (2, 4))
+
     def test_a_start_step_that_already_began_fails_with_the_reason(self):
         self.steps(5)
         self.tracer.accept(npu_command())

@@ -61,6 +61,10 @@ class TraceSession:
         self._emit()
         self._counter.pending = self.on_boundary
 
+    @property
+    def _next_step_wanted(self) -> bool:
+        return not self.spec.start_roundup and (self.spec.start_step is None or self.spec.start_step < 0)
+
     def _first_step(self, current: int) -> int:
         spec = self.spec
         if spec.start_roundup:  # Kineto: the next multiple of the roundup
@@ -85,11 +89,14 @@ class TraceSession:
         if self.spec.step_based:
             if count < self.start_step:
                 return
-            if count > self.start_step:  # we were armed too late to catch it
-                self._counter.pending = None
-                return self._fail(
-                    f"start step {self.start_step} passed before the trace could start (now {count})"
-                )
+            if count > self.start_step:
+                if not self._next_step_wanted:  # an explicit step we were armed too late to catch
+                    self._counter.pending = None
+                    return self._fail(
+                        f"start step {self.start_step} passed before the trace could start (now {count})"
+                    )
+                # "-1, the next step" means the next boundary after arming, whichever number it has.
+                self.stop_step = count + self.spec.iterations
         elif time.time() * 1000 < self.spec.start_time_ms:
             return
         self._recorder = self._recorder_factory(self.spec)
