@@ -105,7 +105,8 @@ def test_a_process_in_its_own_pid_namespace_is_targeted_by_either_pid(daemon, tm
                 "nputrace", "--iterations", "1", "--log-file", str(tmp_path), "--pids", str(pid), "--wait"
             )
             assert [p["host_pid"] for p in reply["processes"] if p["triggered"]] == [host_pid]
-            assert reply["trace"]["processes"][0]["phase"] == "TRACE_PHASE_FINISHED"
+            outcome = reply["trace"]["processes"][0]
+            assert outcome["phase"] == "TRACE_PHASE_FINISHED", outcome
         assert str(host_pid) in daemon.dyno("processes", check=True).stdout  # both pids in the table
     finally:
         job.stop()
