@@ -80,6 +80,8 @@ def main() -> int:
                 str(work / "pki/server"),
                 "--ipc-socket-dir",
                 str(sockets),
+                "--msmonitor-socket-dir",  # not the user's $HOME: a daemon may already serve it
+                str(sockets),
                 "--log-file",
                 str(work / "dynolog.log"),
             ],

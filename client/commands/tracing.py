@@ -66,31 +66,39 @@ def submit(
     """Send a trace command, print the daemon's answer, optionally follow the trace to its end."""
     response: pb.CommandResponse = call(target.timeout)
     effective = response.command_status == pb.COMMAND_STATUS_EFFECTIVE
+    if not target.json:
+        print_response(response, flush=True)  # the answer first; progress follows while waiting
     info = watch(target, response.trace_id, wait_timeout, quiet=target.json) if effective and wait else None
-    report_command(target, response, info)
-    if info is not None and not _all_finished(info):
+    if target.json:
+        print_json(command_json(response, info))
+    elif info is not None:
+        print_trace(info)
+    if not effective or (info is not None and not _all_finished(info)):
         raise typer.Exit(EXIT_FAILED)
 
 
-def report_command(target: Target, response: pb.CommandResponse, info: Optional[pb.TraceInfo] = None) -> None:
-    """Print a command's answer (and its trace, when waited for); exit 1 when it was ineffective."""
+def report_command(target: Target, response: pb.CommandResponse) -> None:
+    """Print a command's answer; exit 1 when it was ineffective."""
     if target.json:
-        data: Dict[str, Any] = {
-            "commandStatus": _STATUS.get(response.command_status, "unknown"),
-            **as_dict(response),
-        }
-        if info is not None:
-            data["trace"] = as_dict(info)
-        print_json(data)
+        print_json(command_json(response))
     else:
         print_response(response)
-        if info is not None:
-            print_trace(info)
     if response.command_status != pb.COMMAND_STATUS_EFFECTIVE:
         raise typer.Exit(EXIT_FAILED)
 
 
-def print_response(response: pb.CommandResponse) -> None:
+def command_json(response: pb.CommandResponse, info: Optional[pb.TraceInfo] = None) -> Dict[str, Any]:
+    """The answer as JSON, with msMonitor's ``commandStatus`` key first (and the trace, when waited for)."""
+    data: Dict[str, Any] = {
+        "commandStatus": _STATUS.get(response.command_status, "unknown"),
+        **as_dict(response),
+    }
+    if info is not None:
+        data["trace"] = as_dict(info)
+    return data
+
+
+def print_response(response: pb.CommandResponse, flush: bool = False) -> None:
     print(f"commandStatus: {_STATUS.get(response.command_status, 'unknown')}")
     print(response.message)
     if response.processes:
@@ -106,6 +114,8 @@ def print_response(response: pb.CommandResponse) -> None:
         print(table(("PID", "RANK", "STATUS", "OUTPUT / WHY"), rows))
     if response.trace_id:
         print(f"Follow it: dyno trace {response.trace_id}")
+    if flush:
+        sys.stdout.flush()
 
 
 def watch(target: Target, trace_id: str, timeout: float, quiet: bool = False) -> pb.TraceInfo:
