@@ -216,6 +216,7 @@ class TraceManager:
         return trace
 
     def _stage(self, trace: Trace, record: ProcessRecord, text: str, output: str) -> None:
+        now = time.time()
         trace.processes[record.host_pid] = pb.TraceProcess(
             pid=record.pid,
             host_pid=record.host_pid,
@@ -223,7 +224,8 @@ class TraceManager:
             phase=pb.TRACE_PHASE_STAGED,
             current_step=record.current_step,
             output=output,
-            updated_at=time.time(),
+            updated_at=now,
+            history=[pb.PhaseChange(phase=pb.TRACE_PHASE_STAGED, at=now)],
         )
         self._by_process[record.host_pid] = trace.trace_id
         if record.accepts_push:
@@ -403,8 +405,10 @@ class TraceManager:
             self._set_phase(trace, process, pb.TRACE_PHASE_FAILED)
 
     def _set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase) -> None:
-        process.phase = phase
         process.updated_at = time.time()
+        if process.phase != phase:
+            process.history.add(phase=phase, at=process.updated_at)
+        process.phase = phase
         if phase not in _ACTIVE and self._by_process.get(process.host_pid) == trace.trace_id:
             del self._by_process[process.host_pid]
             trace.config.pop(process.host_pid, None)

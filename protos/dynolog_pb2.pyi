@@ -361,7 +361,7 @@ class GpuTraceRequest(_message.Message):
     def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., profile_start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ...) -> None: ...
 
 class TraceProcess(_message.Message):
-    __slots__ = ("pid", "host_pid", "rank", "phase", "start_step", "stop_step", "current_step", "output", "files", "error", "warnings", "updated_at")
+    __slots__ = ("pid", "host_pid", "rank", "phase", "start_step", "stop_step", "current_step", "output", "files", "error", "warnings", "updated_at", "history")
     PID_FIELD_NUMBER: _ClassVar[int]
     HOST_PID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -374,6 +374,7 @@ class TraceProcess(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     pid: int
     host_pid: int
     rank: int
@@ -386,7 +387,16 @@ class TraceProcess(_message.Message):
     error: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
     updated_at: float
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., phase: _Optional[_Union[TracePhase, str]] = ..., start_step: _Optional[int] = ..., stop_step: _Optional[int] = ..., current_step: _Optional[int] = ..., output: _Optional[str] = ..., files: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., updated_at: _Optional[float] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[PhaseChange]
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., phase: _Optional[_Union[TracePhase, str]] = ..., start_step: _Optional[int] = ..., stop_step: _Optional[int] = ..., current_step: _Optional[int] = ..., output: _Optional[str] = ..., files: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., updated_at: _Optional[float] = ..., history: _Optional[_Iterable[_Union[PhaseChange, _Mapping]]] = ...) -> None: ...
+
+class PhaseChange(_message.Message):
+    __slots__ = ("phase", "at")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    phase: TracePhase
+    at: float
+    def __init__(self, phase: _Optional[_Union[TracePhase, str]] = ..., at: _Optional[float] = ...) -> None: ...
 
 class GetTraceRequest(_message.Message):
     __slots__ = ("trace_id",)

@@ -73,6 +73,9 @@ def test_nputrace_records_exactly_the_requested_steps_with_analysis(daemon, star
     process = reply["trace"]["processes"][0]
     assert process["phase"] == "TRACE_PHASE_FINISHED"
     assert (process["start_step"], process["stop_step"]) == (start, start + 3)
+    phases = [h["phase"].removeprefix("TRACE_PHASE_") for h in process["history"]]
+    assert phases == ["STAGED", "READY", "RUNNING", "FINISHED"]
+    assert [h["at"] for h in process["history"]] == sorted(h["at"] for h in process["history"])
     trace_dir = Path(process["output"])
     assert trace_dir.parent == tmp_path and trace_dir.name.startswith(f"{os.uname().nodename}_{job.pid}_")
     assert trace_dir.name.endswith("_torch")

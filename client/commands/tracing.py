@@ -169,6 +169,11 @@ def print_trace(info: pb.TraceInfo) -> None:
     for p in info.processes:
         for warning in p.warnings:
             print(f"  warning (pid {p.pid}): {warning}")
+        print(f"  pid {p.pid}: " + ", ".join(f"{_phase(h.phase)} {_clock(h.at)}" for h in p.history))
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
 
 
 def _all_finished(info: pb.TraceInfo) -> bool:
