@@ -26,8 +26,8 @@ log = logging.getLogger("dynolog.ipc")
 _UCRED = struct.Struct("=iII")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 _CMSG_SPACE = socket.CMSG_SPACE(_UCRED.size)
 # Datagrams handled per readable event before yielding to gRPC; the reader fires again at once if
-# more are queued, so this bounds latency for other work, not throughput.
-_BATCH = 256
+# more are queued, so this bounds latency for other work (a status call during a flood), not throughput.
+_BATCH = 32
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from msmonitor_plugin.monitor.report import KindStat, NameStat, Report, ReportEr
 
 from . import configtext, targeting
 from .registry import MonitorState, ProcessRecord, Registry, TraceState
-from .sinks import ProcessLabels, Sinks
+from .sinks import ProcessLabels, Sinks, SinkWorker
 from .tracing import Pusher
 
 log = logging.getLogger("dynolog.monitor")
@@ -45,7 +45,7 @@ class MonitorManager:
     def __init__(self, registry: Registry, push: Pusher, sinks: Optional[Sinks] = None) -> None:
         self.registry = registry
         self._push = push
-        self._sinks = sinks or Sinks([])
+        self._sinks = SinkWorker(sinks or Sinks([]))
         self._hostname = socket.gethostname()
         self._latest: Dict[int, pb.MetricsReport] = {}  # host pid -> latest report
         self._partial: collections.OrderedDict[Tuple[int, int], Dict[int, bytes]] = collections.OrderedDict()

@@ -34,7 +34,6 @@ from .service import DynologService
 from .sinks import Sink, Sinks
 from .sinks.jsonl import JsonlSink
 from .sinks.prometheus import PrometheusSink
-from .sinks.tensorboard import TensorBoardSink
 
 log = logging.getLogger("dynolog")
 
@@ -111,6 +110,8 @@ class Daemon:
         sinks: List[Sink] = []
         try:
             if config.metric_log_dir is not None:
+                from .sinks.tensorboard import TensorBoardSink  # only when asked: a heavy import
+
                 sinks.append(TensorBoardSink(config.metric_log_dir))
             if config.prometheus_port:
                 sinks.append(PrometheusSink(config.prometheus_address, config.prometheus_port))

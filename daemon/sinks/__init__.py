@@ -8,9 +8,12 @@ stops the others. Sinks take plain typed arguments — a :class:`ProcessLabels` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import threading
 from dataclasses import dataclass
-from typing import Dict, Protocol, Sequence
+from typing import Callable, Dict, Optional, Protocol, Sequence
 
 from msmonitor_plugin.monitor.report import Report
 
@@ -69,4 +72,46 @@ class Sinks:
             log.exception("%s.%s failed", name, what)
 
 
-__all__ = ["ProcessLabels", "Sink", "Sinks"]
+class SinkWorker:
+    """The sinks, run on a thread of their own so that writing never delays the event loop (IPC and
+    gRPC). Reports wait in a bounded queue; when the sinks fall behind, the oldest waiting report is
+    dropped and counted in :attr:`dropped`, never the daemon's time."""
+
+    def __init__(self, sinks: Sinks, capacity: int = 1024) -> None:
+        self.sinks = sinks
+        self.dropped = 0
+        self._queue: queue.Queue[Optional[Callable[[], None]]] = queue.Queue(capacity)
+        self._thread = threading.Thread(target=self._run, name="dynolog-sinks", daemon=True)
+        self._thread.start()
+
+    def emit(self, process: ProcessLabels, report: Report) -> None:
+        self._put(lambda: self.sinks.emit(process, report))
+
+    def forget(self, process: ProcessLabels) -> None:
+        self._put(lambda: self.sinks.forget(process))
+
+    def close(self) -> None:
+        """Write what is queued, then close every sink."""
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+        self.sinks.close()
+
+    def _put(self, work: Callable[[], None]) -> None:
+        while True:
+            try:
+                self._queue.put_nowait(work)
+                return
+            except queue.Full:
+                with contextlib.suppress(queue.Empty):
+                    self._queue.get_nowait()
+                    self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            work = self._queue.get()
+            if work is None:
+                return
+            work()
+
+
+__all__ = ["ProcessLabels", "Sink", "SinkWorker", "Sinks"]

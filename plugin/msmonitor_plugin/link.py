@@ -27,6 +27,8 @@ MIN_HEARTBEAT_S = 0.2
 MAX_HEARTBEAT_S = 5.0
 # While no daemon answers, retry with this back-off (doubling) instead of the heartbeat.
 ABSENT_RETRY_S = (0.2, MAX_HEARTBEAT_S)
+# Messages the daemon could not take at once are retried with this back-off (doubling).
+UNSENT_RETRY_S = (0.001, 0.1)
 
 # Errors that mean "no daemon there right now" rather than a bug.
 _ABSENT = {errno.ECONNREFUSED, errno.ENOENT, errno.EAGAIN, errno.ENOTCONN, errno.EPERM, errno.EACCES}
@@ -64,9 +66,11 @@ class DaemonLink:
         self._thread.start()
 
     def send_reliably(self, msg_type: str, payload: bytes) -> None:
-        """Send now, or after the next successful registration if the daemon is away."""
+        """Send now, or soon from the link thread: the daemon's queue may be full for a moment (many
+        processes reporting at once) or the daemon away (then after the next registration)."""
         if not self.send(msg_type, payload):
             self._unsent.append(wire.encode(msg_type, payload))
+            self._wake()
 
     def send(self, msg_type: str, payload: bytes = b"") -> bool:
         """One non-blocking send to the daemon; False (and no exception) when it is not there."""
@@ -124,25 +128,34 @@ class DaemonLink:
                 self._next_hello = time.monotonic() + MAX_HEARTBEAT_S
                 self._receive_until_next_hello()
 
-    def _flush_unsent(self) -> None:
+    def _flush_unsent(self) -> bool:
+        """Send what is waiting, oldest first; False when the daemon still takes nothing."""
         while self._unsent:
             try:
                 self._sock.sendto(self._unsent[0], self.daemon)
             except OSError:
-                return
+                return False
             self._unsent.popleft()
+        return True
 
     def _receive_until_next_hello(self) -> None:
-        """Handle datagrams from the daemon until the next heartbeat is due or stop() is called."""
+        """Handle datagrams from the daemon until the next heartbeat is due or stop() is called; retry
+        waiting messages meanwhile, 1 ms apart at first, backing off to 100 ms."""
+        retry = UNSENT_RETRY_S[0]
         while not self._stopping:
             remaining = self._next_hello - time.monotonic()
             if remaining <= 0:
                 return
-            readable, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+            wait = min(remaining, retry) if self._unsent else remaining
+            readable, _, _ = select.select([self._sock, self._wake_r], [], [], wait)
             if self._wake_r in readable:
                 self._wake_r.recv(64)
             if self._sock in readable:
                 self._drain()
+            if self._unsent and not self._flush_unsent():
+                retry = min(retry * 2, UNSENT_RETRY_S[1])
+            else:
+                retry = UNSENT_RETRY_S[0]
 
     def _drain(self) -> None:
         while True:

@@ -75,6 +75,17 @@ class LinkTest(unittest.TestCase):
         link.stop()
         self.assertLess(time.monotonic() - begin, 1.5)
 
+    def test_a_message_the_daemon_could_not_take_arrives_once_it_can(self):
+        link = self.start_link()
+        link.send_reliably(wire.EVENT, b'{"trace_id": "1", "phase": "finished"}')  # nobody there yet
+        daemon = FakeDaemonSocket(self.dir.name)
+        self.addCleanup(daemon.close)
+        while True:
+            datagram, _ = daemon.receive()
+            if datagram.type == wire.EVENT:
+                break
+        self.assertEqual(wire.TraceEvent.from_payload(datagram.payload).phase, "finished")
+
     def test_garbage_from_the_daemon_is_dropped_and_the_link_lives_on(self):
         daemon = FakeDaemonSocket(self.dir.name)
         self.addCleanup(daemon.close)
