@@ -50,6 +50,10 @@ def _env_int(env: Mapping[str, str], *names: str, default: int = -1) -> int:
     return default
 
 
+def rank(env: Mapping[str, str]) -> int:
+    return _env_int(env, "RANK", "RANK_ID")
+
+
 def job_id(env: Mapping[str, str]) -> int:
     return _env_int(env, "MSMONITOR_JOB_ID", "SLURM_JOB_ID", default=0)
 
@@ -95,7 +99,7 @@ def hello(
         pid=pid,
         ancestors=ancestors(pid),
         job_id=job_id(env),
-        rank=_env_int(env, "RANK", "RANK_ID"),
+        rank=rank(env),
         local_rank=_env_int(env, "LOCAL_RANK"),
         world_size=_env_int(env, "WORLD_SIZE", "RANK_SIZE"),
         devices=devices(env),

@@ -53,6 +53,7 @@ class DaemonLink:
         self._unsent: Deque[bytes] = collections.deque(maxlen=32)
         self._on_datagram = on_datagram
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who commands us
         self._sock.setblocking(False)
         self._sock.bind(self.address)
         if isinstance(self.address, str):
@@ -71,6 +72,21 @@ class DaemonLink:
         if not self.send(msg_type, payload):
             self._unsent.append(wire.encode(msg_type, payload))
             self._wake()
+
+    def _flush_unsent(self) -> bool:
+        """Send what is waiting, oldest first; False when the daemon still takes nothing.
+
+        Only while registered: a restarted daemon drops messages from a process it does not know yet.
+        """
+        while self._unsent and self.registered.is_set():
+            try:
+                self._sock.sendto(self._unsent[0], self.daemon)
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:  # gone, not just busy: register again first
+                    self.registered.clear()
+                return False
+            self._unsent.popleft()
+        return not self._unsent
 
     def send(self, msg_type: str, payload: bytes = b"") -> bool:
         """One non-blocking send to the daemon; False (and no exception) when it is not there."""
@@ -115,7 +131,6 @@ class DaemonLink:
             try:
                 delivered = self.send(wire.HELLO, self._make_hello().to_payload())
                 if delivered:
-                    self._flush_unsent()
                     retry = ABSENT_RETRY_S[0]
                     wait = self.heartbeat_s
                 else:
@@ -127,16 +142,6 @@ class DaemonLink:
                 log.exception("msmonitor link error")
                 self._next_hello = time.monotonic() + MAX_HEARTBEAT_S
                 self._receive_until_next_hello()
-
-    def _flush_unsent(self) -> bool:
-        """Send what is waiting, oldest first; False when the daemon still takes nothing."""
-        while self._unsent:
-            try:
-                self._sock.sendto(self._unsent[0], self.daemon)
-            except OSError:
-                return False
-            self._unsent.popleft()
-        return True
 
     def _receive_until_next_hello(self) -> None:
         """Handle datagrams from the daemon until the next heartbeat is due or stop() is called; retry
@@ -160,9 +165,12 @@ class DaemonLink:
     def _drain(self) -> None:
         while True:
             try:
-                data = self._sock.recv(wire.MAX_DATAGRAM)
+                data = wire.receive_from(self._sock, self.daemon)
             except (BlockingIOError, InterruptedError):
                 return
+            if data is None:
+                log.warning("dropping a datagram that did not come from dynolog")
+                continue
             try:
                 self._handle(wire.decode(data))
             except wire.WireError as exc:
@@ -177,5 +185,6 @@ class DaemonLink:
             self.heartbeat_s = min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, ack.keepalive_s / 3))
             self._next_hello = min(self._next_hello, time.monotonic() + self.heartbeat_s)
             self.registered.set()
+            self._flush_unsent()
         elif self._on_datagram is not None:
             self._on_datagram(datagram)

@@ -97,8 +97,7 @@ def _get() -> Monitor:
     with _lock:
         if _monitor is None:
             env = os.environ
-            rank = identity.hello(0, [], env).rank
-            _monitor = Monitor(rank=rank, on_report=_on_report, on_stopped=_on_stopped, env=env)
+            _monitor = Monitor(rank=identity.rank(env), on_report=_on_report, on_stopped=_on_stopped, env=env)
         return _monitor
 
 

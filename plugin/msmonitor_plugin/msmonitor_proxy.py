@@ -42,6 +42,7 @@ class _Channel:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.daemon = daemon_address(env)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # only the daemon may answer
         self.sock.setblocking(False)
         self.sock.bind(wire.endpoint_address(f"dynoconfigclient{uuid.uuid4()}"))
 
@@ -60,8 +61,9 @@ class _Channel:
             if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
                 return None
             with contextlib.suppress(BlockingIOError, wire.WireError):
-                datagram = wire.decode(self.sock.recv(wire.MAX_DATAGRAM))
-                if datagram.type == msg_type:
+                data = wire.receive_from(self.sock, self.daemon)
+                datagram = wire.decode(data) if data is not None else None
+                if datagram is not None and datagram.type == msg_type:
                     return datagram.payload
 
     def close(self) -> None:
@@ -123,23 +125,26 @@ class PyDynamicMonitorProxy:
 
     def enable_dyno_npu_monitor(self, config_map: Dict[str, str]) -> None:
         """Start, stop or change this process's monitor (msMonitor's npu-monitor keys)."""
-        running = monitoring.apply_mapping(config_map)
-        if running is not None:
-            self._send_status(wire.NPU_MONITOR_STATUS, 1 if running else 0)
+        try:
+            running = monitoring.apply_mapping(config_map)
+            if running is not None:
+                self._send_status(wire.NPU_MONITOR_STATUS, 1 if running else 0)
+        except Exception:  # never into the framework's step
+            log.exception("enable_dyno_npu_monitor failed")
 
     def update_profiler_status(self, status: Dict[str, str]) -> None:
         """The framework's trace state: ``profiler_status`` -1 (Uninitialized), 0 Idle, 1 Running, 2 Ready."""
         try:
+            # msMonitor's status struct holds int32s: clamp rather than fail on a long-running job.
             values = {
-                k: int(status.get(k, "0"))
+                k: max(-(2**31), min(2**31 - 1, int(status.get(k, "0"))))
                 for k in ("profiler_status", "current_step", "start_step", "stop_step")
             }
-        except (TypeError, ValueError):
-            log.warning("update_profiler_status: non-integer values in %r", status)
-            return
-        if values["profiler_status"] == _UNINITIALIZED:
-            self._send_status(wire.NPU_MONITOR_STATUS, _UNINITIALIZED)
-        self._send_status(wire.NPU_TRACE_STATUS, values["profiler_status"], values)
+            if values["profiler_status"] == _UNINITIALIZED:
+                self._send_status(wire.NPU_MONITOR_STATUS, _UNINITIALIZED)
+            self._send_status(wire.NPU_TRACE_STATUS, values["profiler_status"], values)
+        except Exception:  # never into the framework's step
+            log.exception("update_profiler_status(%r) failed", status)
 
     def finalize_dyno(self) -> None:
         """Stop this process's monitor and leave the daemon."""

@@ -26,8 +26,9 @@ class StepCounter:
     def step(self) -> None:
         self.explicit = True
         self.count += 1
-        if self.pending is not None:
-            self.pending(self.count)
+        pending = self.pending  # read once: another thread may clear it meanwhile
+        if pending is not None:
+            pending(self.count)
 
     def optimizer_stepped(self, optimizer: Any) -> None:
         """Counts the steps of one optimizer (the first to step, until it is garbage-collected)."""
@@ -39,5 +40,6 @@ class StepCounter:
         elif tracked is not optimizer:
             return
         self.count += 1
-        if self.pending is not None:
-            self.pending(self.count)
+        pending = self.pending  # read once: another thread may clear it meanwhile
+        if pending is not None:
+            pending(self.count)

@@ -15,9 +15,11 @@ Decoding never trusts the peer: lengths, counts and sizes are checked and anythi
 from __future__ import annotations
 
 import json
+import os
+import socket
 import struct
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Tuple, Type, TypeVar, Union
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 HEADER = struct.Struct("=Q32s")
 HEADER_SIZE = HEADER.size  # 40
@@ -58,6 +60,40 @@ Address = Union[bytes, str]
 
 class WireError(ValueError):
     """A datagram or payload that does not parse; the receiver counts and drops it."""
+
+
+# Kernel-verified sender credentials (SO_PASSCRED): struct ucred {pid_t pid; uid_t uid; gid_t gid;}.
+_UCRED = struct.Struct("=iII")
+CREDENTIALS_SPACE = socket.CMSG_SPACE(_UCRED.size)
+
+
+def credentials(ancdata: List[Tuple[int, int, bytes]]) -> Optional[Tuple[int, int]]:
+    """(pid, uid) of a datagram's sender from ``recvmsg``'s ancillary data; None when absent."""
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _UCRED.size:
+            pid, uid, _gid = _UCRED.unpack_from(payload)
+            return pid, uid
+    return None
+
+
+def receive_from(sock: socket.socket, expected: Address) -> Optional[bytes]:
+    """One datagram from *expected*, sent by this user or root; anything else is dropped (None).
+
+    Abstract names have no permissions, so a process's own socket is reachable by every local user:
+    only the daemon it talks to may command it. Raises BlockingIOError when nothing is queued.
+    The socket needs ``SO_PASSCRED`` set.
+    """
+    data, ancdata, flags, sender = sock.recvmsg(MAX_DATAGRAM, CREDENTIALS_SPACE)
+    creds = credentials(ancdata)
+    if creds is None or creds[1] not in (os.getuid(), 0) or flags & socket.MSG_TRUNC:
+        return None
+    if _normal(sender) != _normal(expected):
+        return None
+    return data
+
+
+def _normal(address: Address) -> bytes:
+    return address if isinstance(address, bytes) else os.fsencode(address)
 
 
 def endpoint_address(name: str, socket_dir: str = "") -> Address:
@@ -213,14 +249,26 @@ class JsonMessage:
             raise WireError(f"{cls.__name__}: {exc}") from None
 
 
+# Integers must fit the gRPC fields they end up in: int32, but for these int64 ones.
+_INT64_FIELDS = {"job_id", "step", "current_step", "start_step", "stop_step"}
+
+
+def _fits(name: str, value: Any) -> bool:
+    if not isinstance(value, int):
+        return True
+    bits = 63 if name in _INT64_FIELDS else 31
+    return -(2**bits) <= value < 2**bits
+
+
 def _checked(message: str, name: str, annotation: str, value: Any) -> Any:
     """Check one JSON value against its (string) annotation; bool is not accepted as an int."""
     if annotation in _SCALARS:
         ok = isinstance(value, _SCALARS[annotation]) and (annotation == "bool" or not isinstance(value, bool))
+        ok = ok and _fits(name, value)
     elif annotation.startswith("List["):
         inner = annotation[5:-1]
         ok = isinstance(value, list) and all(
-            isinstance(v, _SCALARS[inner]) and not isinstance(v, bool) for v in value
+            isinstance(v, _SCALARS[inner]) and not isinstance(v, bool) and _fits(name, v) for v in value
         )
     elif annotation.startswith("Dict[str, str]"):
         ok = isinstance(value, dict) and all(

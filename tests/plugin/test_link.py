@@ -75,16 +75,28 @@ class LinkTest(unittest.TestCase):
         link.stop()
         self.assertLess(time.monotonic() - begin, 1.5)
 
-    def test_a_message_the_daemon_could_not_take_arrives_once_it_can(self):
+    def test_a_message_the_daemon_could_not_take_arrives_after_registering_again(self):
         link = self.start_link()
         link.send_reliably(wire.EVENT, b'{"trace_id": "1", "phase": "finished"}')  # nobody there yet
         daemon = FakeDaemonSocket(self.dir.name)
         self.addCleanup(daemon.close)
+        hello, sender = daemon.receive()
+        self.assertEqual(hello.type, wire.HELLO, "a new daemon must learn who we are before the event")
+        daemon.sock.sendto(wire.encode(wire.ACK, wire.Ack(keepalive_s=60).to_payload()), sender)
         while True:
             datagram, _ = daemon.receive()
             if datagram.type == wire.EVENT:
                 break
         self.assertEqual(wire.TraceEvent.from_payload(datagram.payload).phase, "finished")
+
+    def test_datagrams_not_from_the_daemon_are_ignored(self):
+        daemon = FakeDaemonSocket(self.dir.name)
+        self.addCleanup(daemon.close)
+        link = self.start_link()
+        _, sender = daemon.receive()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as impostor:
+            impostor.sendto(wire.encode(wire.ACK, wire.Ack(keepalive_s=0.6).to_payload()), sender)
+        self.assertFalse(link.registered.wait(0.5), "an ACK from another socket is not the daemon's")
 
     def test_garbage_from_the_daemon_is_dropped_and_the_link_lives_on(self):
         daemon = FakeDaemonSocket(self.dir.name)

@@ -86,6 +86,15 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(self.recorders[0].calls, [("start", 2)])
         self.assertEqual((self.events[1].start_step, self.events[1].stop_step), (2, 4))
 
+    def test_a_roundup_start_slipped_past_while_arming_moves_to_the_next_multiple(self):
+        self.steps(7)
+        text = "ACTIVITIES_LOG_FILE=/tmp/t.json\nPROFILE_START_ITERATION_ROUNDUP=5\nACTIVITIES_ITERATIONS=2"
+        self.tracer.accept(wire.Command(wire.GPUTRACE, "9", text))
+        self.assertEqual(self.events[0].start_step, 10)
+        self.counter.count = 10  # boundary 10 passed before the hook was read
+        self.steps(5)  # boundary 15 is the next multiple
+        self.assertEqual(self.recorders[0].calls[0], ("start", 15))
+
     def test_a_start_step_that_already_began_fails_with_the_reason(self):
         self.steps(5)
         self.tracer.accept(npu_command())

@@ -17,12 +17,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .records import OTHER, Kind
+from .records import HOST, OTHER, Kind
 
 VERSION = 1
 DEFAULT_CHUNK_BYTES = 48 * 1024
 MIN_CHUNK_BYTES = 4096  # room for the header and the longest name (records.MAX_NAME_CHARS)
 DEFAULT_MARKER_DOMAIN = "default"
+
+
+MAX_DEVICE = 255  # accelerators per node; anything above is not a device id
+MAX_PARTS = 256  # chunks of one report: tens of KiB usually, ~70 chunks with 1000 names of 11 kinds
 
 
 class ReportError(ValueError):
@@ -102,9 +106,12 @@ class KindStat:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> KindStat:
         other = d.get("other") or {}
+        device = int(d["device"])
+        if not HOST <= device <= MAX_DEVICE:  # a peer must not make a sink open a run per number
+            raise ReportError(f"device {device} is outside {HOST}..{MAX_DEVICE}")
         return cls(
             kind=Kind.parse(d["kind"]),
-            device=int(d["device"]),
+            device=device,
             count=int(d["count"]),
             total_ns=int(d["total_ns"]),
             min_ns=int(d["min_ns"]),
@@ -340,6 +347,8 @@ class ChunkAssembler:
     def add(self, chunk: bytes) -> Optional[Report]:
         """The completed report, or None while parts are missing. Raises ReportError on a bad chunk."""
         doc = _load_chunk(chunk)
+        if not 1 <= doc["parts"] <= MAX_PARTS or not 0 <= doc["part"] < doc["parts"]:
+            raise ReportError(f"chunk {doc['part']} of {doc['parts']} is outside 1..{MAX_PARTS} parts")
         if doc["parts"] == 1:
             return Report.from_chunks([chunk])
         key = (int(doc["pid"]), int(doc["seq"]))

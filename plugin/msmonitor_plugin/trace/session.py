@@ -62,8 +62,8 @@ class TraceSession:
         self._counter.pending = self.on_boundary
 
     @property
-    def _next_step_wanted(self) -> bool:
-        return not self.spec.start_roundup and (self.spec.start_step is None or self.spec.start_step < 0)
+    def _explicit_start(self) -> bool:
+        return not self.spec.start_roundup and self.spec.start_step is not None and self.spec.start_step >= 0
 
     def _first_step(self, current: int) -> int:
         spec = self.spec
@@ -90,13 +90,17 @@ class TraceSession:
             if count < self.start_step:
                 return
             if count > self.start_step:
-                if not self._next_step_wanted:  # an explicit step we were armed too late to catch
+                # A boundary slipped past while the trace was being armed (on another thread).
+                if self._explicit_start:
                     self._counter.pending = None
                     return self._fail(
                         f"start step {self.start_step} passed before the trace could start (now {count})"
                     )
-                # "-1, the next step" means the next boundary after arming, whichever number it has.
-                self.stop_step = count + self.spec.iterations
+                # "-1, the next step" and Kineto's roundup are relative: recompute from this boundary.
+                self.start_step = self._first_step(count - 1)
+                self.stop_step = self.start_step + self.spec.iterations
+                if count < self.start_step:
+                    return
         elif time.time() * 1000 < self.spec.start_time_ms:
             return
         self._recorder = self._recorder_factory(self.spec)
