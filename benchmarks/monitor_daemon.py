@@ -573,7 +573,7 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
             expected = sum(total_reports[r] * f.records_of[r] for r in total_reports) + probes * probe.records
             accounting["prometheus_records_total"] = prometheus
             accounting["records_sent"] = expected
-            jsonl = sorted(daemon.log_file.parent.glob(daemon.log_file.stem + ".metrics.jsonl*"))
+            jsonl = sorted(daemon.log_file.parent.glob("dynolog_metrics.jsonl*"))
             accounting["jsonl_files"] = len(jsonl)
             accounting["jsonl_lines"] = sum(sum(1 for _ in p.open("rb")) for p in jsonl)
             accounting["reports_sent"] = sum(total_reports.values()) + probes

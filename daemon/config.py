@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         type=_bool,
         metavar="BOOL",
-        help="also write npu-monitor reports to <log-file>.metrics.jsonl (rotating)",
+        help="also write npu-monitor reports to dynolog_metrics.jsonl beside the log file (rotating)",
     )
     flag(
         "ipc-allowed-uids",

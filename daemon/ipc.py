@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import stat
-import struct
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
@@ -23,8 +22,6 @@ from msmonitor_plugin import wire
 
 log = logging.getLogger("dynolog.ipc")
 
-_UCRED = struct.Struct("=iII")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
-_CMSG_SPACE = socket.CMSG_SPACE(_UCRED.size)
 # Datagrams handled per readable event before yielding to gRPC; the reader fires again at once if
 # more are queued, so this bounds latency for other work (a status call during a flood), not throughput.
 _BATCH = 32
@@ -128,7 +125,7 @@ class IpcEndpoint:
         assert self._sock is not None
         for _ in range(_BATCH):
             try:
-                data, ancdata, flags, address = self._sock.recvmsg(wire.MAX_DATAGRAM, _CMSG_SPACE)
+                data, ancdata, flags, address = self._sock.recvmsg(wire.MAX_DATAGRAM, wire.CREDENTIALS_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # never let a socket error escape into the loop
@@ -147,11 +144,8 @@ class IpcEndpoint:
 
 
 def _sender(address: wire.Address, ancdata: List[Tuple[int, int, bytes]]) -> Optional[Sender]:
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _UCRED.size:
-            pid, uid, _gid = _UCRED.unpack_from(payload)
-            return Sender(address, pid, uid)
-    return None
+    creds = wire.credentials(ancdata)
+    return Sender(address, *creds) if creds is not None else None
 
 
 def _remove_stale_socket(path: str) -> None:

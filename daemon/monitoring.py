@@ -16,23 +16,23 @@ import logging
 import secrets
 import socket
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import KindStat, NameStat, Report, ReportError
+from msmonitor_plugin.monitor.report import ChunkAssembler, KindStat, NameStat, Report, ReportError
 
 from . import configtext, targeting
 from .registry import MonitorState, ProcessRecord, Registry, TraceState
 from .sinks import ProcessLabels, Sinks, SinkWorker
-from .tracing import Pusher
+from .tracing import Pusher, ineffective
 
 log = logging.getLogger("dynolog.monitor")
 
 NPUMONITOR = wire.NPUMONITOR
 ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what they did
-MAX_PARTIAL_REPORTS = 256  # reports being reassembled at once (bounded: a peer cannot grow it)
+MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
 
 
 def labels_of(record: ProcessRecord, hostname: str) -> ProcessLabels:
@@ -48,7 +48,7 @@ class MonitorManager:
         self._sinks = SinkWorker(sinks or Sinks([]))
         self._hostname = socket.gethostname()
         self._latest: Dict[int, pb.MetricsReport] = {}  # host pid -> latest report
-        self._partial: collections.OrderedDict[Tuple[int, int], Dict[int, bytes]] = collections.OrderedDict()
+        self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
         self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
         self._answered = asyncio.Event()
@@ -58,10 +58,10 @@ class MonitorManager:
     async def command(self, request: pb.NpuMonitorRequest) -> pb.CommandResponse:
         text = configtext.npu_monitor(request)
         if len(self.registry) == 0:
-            return _ineffective(pb.REASON_NO_PROCESS_REGISTERED, "no process is registered with this daemon")
+            return ineffective(pb.REASON_NO_PROCESS_REGISTERED, "no process is registered with this daemon")
         matched = targeting.select(self.registry, request.targets)
         if not matched:
-            return _ineffective(pb.REASON_NO_PROCESS_MATCHED, "no registered process matches the targets")
+            return ineffective(pb.REASON_NO_PROCESS_MATCHED, "no registered process matches the targets")
         command_id = secrets.token_hex(8)
         self._answers[command_id] = {}
         response = pb.CommandResponse()
@@ -85,8 +85,11 @@ class MonitorManager:
                     record.outbox = text
                     outcome.detail = "staged for the process's next poll"
             response.processes.append(outcome)
-        await self._await_answers(command_id, pushed)
-        self._fill_answers(response, self._answers.pop(command_id))
+        try:
+            await self._await_answers(command_id, pushed)
+        finally:  # also when the client gives up meanwhile
+            answers = self._answers.pop(command_id)
+        self._fill_answers(response, answers)
         response.processes_matched.extend(r.pid for r in matched)
         response.activity_profilers_triggered.extend(p.pid for p in response.processes if p.triggered)
         return _conclude(response, request)
@@ -94,7 +97,11 @@ class MonitorManager:
     def _availability(self, record: ProcessRecord) -> pb.Reason:
         if not record.can_run(NPUMONITOR):
             return pb.REASON_NOT_SUPPORTED
-        if record.trace_state is TraceState.RUNNING:  # Ready still allows it, as in msMonitor
+        if record.trace_state is TraceState.RUNNING:
+            return pb.REASON_NPU_TRACE_RUNNING
+        # msMonitor lets a monitor start while a trace waits for its step; but where the plugin runs
+        # both, the monitor's profiler would stop the trace's from starting.
+        if record.trace_state is TraceState.READY and record.can_run(wire.NPUTRACE) and record.accepts_push:
             return pb.REASON_NPU_TRACE_RUNNING
         if record.outbox is not None:
             return pb.REASON_TRACE_BUSY
@@ -147,24 +154,14 @@ class MonitorManager:
             self._answered = asyncio.Event()
 
     def metrics_chunk(self, record: ProcessRecord, payload: bytes) -> None:
-        """One chunk of a report; the report is complete when all its parts arrived."""
+        """One chunk of a report; the report is published when all its parts arrived."""
+        assembler = self._assemblers.setdefault(record.host_pid, ChunkAssembler(MAX_PARTIAL_REPORTS))
         try:
-            head = json.loads(payload)
-            key, part, parts = (record.host_pid, int(head["seq"])), int(head["part"]), int(head["parts"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise wire.WireError(f"metrics chunk does not parse: {exc}") from None
-        chunks = self._partial.setdefault(key, {})
-        chunks[part] = payload
-        while len(self._partial) > MAX_PARTIAL_REPORTS:
-            self._partial.popitem(last=False)
-        if len(chunks) < parts:
-            return
-        del self._partial[key]
-        try:
-            report = Report.from_chunks(chunks.values())
-        except ReportError as exc:
-            raise wire.WireError(str(exc)) from None
-        self._publish(record, report)
+            report = assembler.add(payload)
+        except (ReportError, KeyError, TypeError, ValueError) as exc:
+            raise wire.WireError(f"metrics chunk: {exc!r}") from None
+        if report is not None:
+            self._publish(record, report)
 
     def data_message(self, record: ProcessRecord, payload: bytes) -> None:
         """msMonitor's ``data``: one kind's summed duration on one device (markers: per domain and name)."""
@@ -185,6 +182,7 @@ class MonitorManager:
 
     def forget(self, record: ProcessRecord) -> None:
         self._latest.pop(record.host_pid, None)
+        self._assemblers.pop(record.host_pid, None)
         self._sinks.forget(labels_of(record, self._hostname))
 
     # --- watchers -----------------------------------------------------------------------------------
@@ -257,14 +255,10 @@ def _name(n: NameStat) -> pb.NameStats:
 
 _REASONS = {
     pb.REASON_NOT_SUPPORTED: "no client in this process runs npu-monitor (stock Kineto does not)",
-    pb.REASON_NPU_TRACE_RUNNING: "an nputrace is running there",
+    pb.REASON_NPU_TRACE_RUNNING: "an nputrace is running (or about to start) there",
     pb.REASON_TRACE_BUSY: "an earlier command has not been taken by the process yet",
     pb.REASON_PROCESS_LIMIT: "beyond --process-limit",
 }
-
-
-def _ineffective(reason: pb.Reason, message: str) -> pb.CommandResponse:
-    return pb.CommandResponse(command_status=pb.COMMAND_STATUS_INEFFECTIVE, reason=reason, message=message)
 
 
 def _conclude(response: pb.CommandResponse, request: pb.NpuMonitorRequest) -> pb.CommandResponse:

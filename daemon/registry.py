@@ -68,6 +68,7 @@ class ProcessRecord:
     current_step: int = 0
     # A command staged for a client that polls (Kineto, msMonitor's), taken by its next `req`.
     outbox: Optional[str] = None
+    context: Optional[Tuple[int, int]] = None  # the (job, device) of its last ctxt
     trace_steps: Tuple[int, int] = (-1, -1)  # start and stop step of the trace that is ready or running
     trace_state: TraceState = TraceState.UNINITIALIZED
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
@@ -194,7 +195,11 @@ class Registry:
                 record.trace_state = TraceState.IDLE
             if record.monitor_state is MonitorState.UNINITIALIZED:
                 record.monitor_state = MonitorState.IDLE
-        pids = self._contexts.setdefault((context.job_id, context.device), set())
+        key = (context.job_id, context.device)
+        if record.context is not None and record.context != key:  # re-registered elsewhere: move it
+            self._contexts.get(record.context, set()).discard(host_pid)
+        record.context = key
+        pids = self._contexts.setdefault(key, set())
         pids.add(host_pid)
         return len(pids)
 

@@ -31,7 +31,7 @@ from .ipc import IpcError
 from .ipc_monitor import IpcMonitor
 from .registry import Registry
 from .service import DynologService
-from .sinks import Sink, Sinks
+from .sinks import Sink, Sinks, jsonl
 from .sinks.jsonl import JsonlSink
 from .sinks.prometheus import PrometheusSink
 
@@ -53,7 +53,11 @@ class Daemon:
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()  # a failed start leaves no socket file, listener or sink behind
+            raise
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -70,7 +74,6 @@ class Daemon:
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:
-                self.ipc.close()
                 raise StartupError(str(exc)) from None
         self._server = self._build_server(tls)
         try:
@@ -100,8 +103,10 @@ class Daemon:
     async def stop(self) -> None:
         if self._server is not None:
             await self._server.stop(grace=1.0)
+            self._server = None
         if self.ipc is not None:
             self.ipc.close()
+            self.ipc = None
         log.info("dynolog stopped")
 
     def _sinks(self) -> Sinks:
@@ -116,7 +121,7 @@ class Daemon:
             if config.prometheus_port:
                 sinks.append(PrometheusSink(config.prometheus_address, config.prometheus_port))
             if config.use_json and config.log_file is not None:
-                sinks.append(JsonlSink(config.log_file.with_suffix(".metrics.jsonl")))
+                sinks.append(JsonlSink(jsonl.beside(config.log_file)))
         except OSError as exc:
             raise StartupError(f"cannot open a metric sink: {exc}") from None
         return Sinks(sinks)
@@ -180,7 +185,8 @@ class Daemon:
         return [AuthInterceptor(policy, watch.revocation)]
 
     def _build_server(self, tls: Optional[Material]) -> aio.Server:
-        server = aio.server(interceptors=self._interceptors(tls))
+        # No SO_REUSEPORT: a second daemon on the same port must fail, not share the traffic.
+        server = aio.server(interceptors=self._interceptors(tls), options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_DynologServicer_to_server(
             DynologService(self.registry, self.ipc, tls is not None, self.config.trace_roots), server
         )

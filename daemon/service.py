@@ -123,7 +123,7 @@ class DynologService(pb_grpc.DynologServicer):
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
         """Each matched process's reports as they arrive, until the client goes away."""
-        await self._traces(context)
+        await self._require_ipc(context)
         assert self._ipc is not None
         monitors = self._ipc.monitors
         queue = monitors.watch(request.targets, request.latest)
@@ -146,9 +146,9 @@ class DynologService(pb_grpc.DynologServicer):
             messages.append(outside)
         if messages:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(messages))
-        return await self._traces(context)
+        return await self._require_ipc(context)
 
-    async def _traces(self, context: grpc.aio.ServicerContext) -> TraceManager:
+    async def _require_ipc(self, context: grpc.aio.ServicerContext) -> TraceManager:
         if self._ipc is None:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -160,7 +160,7 @@ class DynologService(pb_grpc.DynologServicer):
     async def _find(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
     ) -> Tuple[TraceManager, Trace]:
-        traces = await self._traces(context)
+        traces = await self._require_ipc(context)
         trace = traces.get(request.trace_id)
         if trace is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")

@@ -135,14 +135,14 @@ class TraceManager:
         expected: Callable[[ProcessRecord], str],
     ) -> pb.CommandResponse:
         if len(self.registry) == 0:
-            return _ineffective(
+            return ineffective(
                 pb.REASON_NO_PROCESS_REGISTERED,
                 "no process is registered with this daemon: start jobs with MSMONITOR_USE_DAEMON=1 "
                 "(or KINETO_USE_DAEMON=1 for gputrace) and check `dyno processes`",
             )
         matched = targeting.select(self.registry, targets)
         if not matched:
-            return _ineffective(
+            return ineffective(
                 pb.REASON_NO_PROCESS_MATCHED,
                 f"none of the {len(self.registry)} registered processes matches {_describe(targets)}; "
                 "see `dyno processes`",
@@ -209,10 +209,18 @@ class TraceManager:
 
     def _new_trace(self, kind: str) -> Trace:
         # Decimal, as dynolog's REQUEST_TRACE_ID: Kineto copies it into the trace's "trace_id".
-        trace = Trace(str(secrets.randbelow(10**18 - 10**17) + 10**17), kind)
+        return self._remember(Trace(str(secrets.randbelow(10**18 - 10**17) + 10**17), kind))
+
+    def _remember(self, trace: Trace) -> Trace:
+        """Keep *trace*; beyond MAX_TRACES forget the oldest finished one (else the oldest at all)."""
         self._traces[trace.trace_id] = trace
         while len(self._traces) > MAX_TRACES:
-            self._traces.popitem(last=False)
+            oldest = next((t for t in self._traces.values() if t.done), None) or next(
+                iter(self._traces.values())
+            )
+            del self._traces[oldest.trace_id]
+            for host_pid in [p for p, t in self._by_process.items() if t == oldest.trace_id]:
+                del self._by_process[host_pid]
         return trace
 
     def _stage(self, trace: Trace, record: ProcessRecord, text: str, output: str) -> None:
@@ -380,8 +388,7 @@ class TraceManager:
 
     def _adopt(self, record: ProcessRecord, hello: wire.Hello) -> Trace:
         """A trace this daemon did not stage (it restarted since): follow it from now on."""
-        trace = self._traces.get(hello.trace_id) or Trace(hello.trace_id, wire.NPUTRACE)
-        self._traces[trace.trace_id] = trace
+        trace = self._traces.get(hello.trace_id) or self._remember(Trace(hello.trace_id, wire.NPUTRACE))
         trace.processes.setdefault(
             record.host_pid,
             pb.TraceProcess(
@@ -425,7 +432,7 @@ def _framework_outputs(expected: str, since: float) -> List[str]:
     return sorted(p for p in entries if os.path.isdir(p) and os.path.getmtime(p) >= since - 1)
 
 
-def _ineffective(reason: pb.Reason, message: str) -> pb.CommandResponse:
+def ineffective(reason: pb.Reason, message: str) -> pb.CommandResponse:
     return pb.CommandResponse(command_status=pb.COMMAND_STATUS_INEFFECTIVE, reason=reason, message=message)
 
 

@@ -232,7 +232,7 @@ def _names(field: str, values: Iterable[str]) -> List[FieldError]:
 
 
 def _config_safe(field: str, value: str) -> List[FieldError]:
-    if any(c in value for c in "=\n\r"):
+    if any(c in value for c in "=\n\r\0"):
         return [
             FieldError(
                 field, f"may not contain '=' or a line break (the config text is KEY=VALUE lines): {value!r}"

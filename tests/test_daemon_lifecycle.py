@@ -174,3 +174,29 @@ def test_abstract_name_serves_stock_kineto_and_refuses_a_second_daemon(netns_hol
     finally:
         job.stop()
         daemon.cleanup()
+
+
+def test_a_failed_start_leaves_no_socket_behind(daemon: Daemon, tmp_path: Path):
+    """The gRPC port is taken (by the first daemon): the second one exits, its IPC sockets removed."""
+    sockets = tmp_path / "second"
+    sockets.mkdir()
+    result = subprocess.run(
+        [
+            str(BIN / "dynolog"),
+            "--enable-ipc-monitor",
+            "--port",
+            str(daemon.port),
+            "--log-file",
+            str(tmp_path / "2.log"),
+            "--ipc-socket-dir",
+            str(sockets),
+            "--msmonitor-socket-dir",
+            str(sockets),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{daemon.port}" in result.stderr
+    assert list(sockets.iterdir()) == []

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
 
-from harness import Daemon
+from dynolog.tracing import MAX_TRACES
+from harness import Daemon, wait_until
 from msmonitor_plugin import wire
 
 GARBAGE = [
@@ -22,6 +24,7 @@ GARBAGE = [
     wire.encode(wire.HELLO, b"{not json"),
     wire.encode(wire.HELLO, b'{"pid": "one"}'),
     wire.encode(wire.HELLO, b"[" * 50_000),  # nesting bomb
+    wire.encode(wire.HELLO, b'{"pid": 1, "rank": 1099511627776}'),  # beyond the int32 it ends up in
     struct.pack("=Q", 0) + b"r" * 32,  # type without NUL
     b"\x00" * (wire.MAX_DATAGRAM + 100),  # larger than the receive buffer: truncated
 ]
@@ -96,3 +99,59 @@ def test_a_client_that_never_reads_its_replies_cannot_stall_the_daemon(daemon):
         assert status["replied"] + status["send_errors"] == 3001
     finally:
         sluggard.close()
+
+
+def registered_client(daemon: Daemon, name: str) -> Client:
+    client = Client(daemon, name)
+    client.send(wire.encode(wire.HELLO, wire.Hello(pid=os.getpid()).to_payload()))
+    assert wire.decode(client.sock.recv(wire.MAX_DATAGRAM)).type == wire.ACK
+    return client
+
+
+def test_reports_cannot_make_the_daemon_hold_unbounded_parts_or_devices(daemon):
+    client = registered_client(daemon, "reports")
+    try:
+        huge = json.dumps({"seq": 1, "pid": 1, "part": 0, "parts": 10**9, "kinds": []}).encode()
+        client.send(wire.encode(wire.METRICS, huge))
+        device = {"kind": "Kernel", "device": 99999, "count": 1, "total_ns": 1, "min_ns": 1, "max_ns": 1}
+        report = {
+            "seq": 2,
+            "pid": 1,
+            "part": 0,
+            "parts": 1,
+            "backend": "x",
+            "start_ns": 0,
+            "end_ns": 1,
+            "sampled_ns": 1,
+            "kinds": [device],
+        }
+        client.send(wire.encode(wire.METRICS, json.dumps(report).encode()))
+        wait_until(lambda: daemon.dyno_json("status")["ipc"]["malformed"] == 2, what="both refused")
+        assert daemon.dyno("processes").returncode == 0
+    finally:
+        client.close()
+
+
+def test_traces_announced_by_processes_are_bounded(daemon):
+    client = registered_client(daemon, "tracer")
+    try:
+        for n in range(MAX_TRACES + 50):
+            event = wire.TraceEvent(trace_id=f"t{n}", phase=wire.PHASE_FINISHED)
+            client.send(wire.encode(wire.EVENT, event.to_payload()))
+        last = f"t{MAX_TRACES + 49}"
+        wait_until(lambda: daemon.dyno("trace", last).returncode == 0, what="the last trace")
+        assert daemon.dyno("trace", "t0").returncode == 1, "the oldest were forgotten"
+    finally:
+        client.close()
+
+
+def test_a_process_that_registers_on_many_devices_counts_once(daemon):
+    client = Client(daemon, "ctxt-mover")
+    try:
+        for device in range(50):
+            client.send(
+                wire.encode(wire.CTXT, wire.KinetoContext(device=device, pid=os.getpid(), job_id=0).pack())
+            )
+            assert wire.decode(client.sock.recv(wire.MAX_DATAGRAM)).payload == wire.pack_context_reply(1)
+    finally:
+        client.close()

@@ -87,7 +87,7 @@ def test_reports_arrive_every_interval_and_reach_every_sink(start_daemon, start_
     wait_until(lambda: events.Reload().Tags()["scalars"], what="TensorBoard scalars")
     assert any(tag.startswith("Kernel/") for tag in events.Tags()["scalars"])
 
-    jsonl = daemon.log_file.with_suffix(".metrics.jsonl")
+    jsonl = daemon.log_file.with_name("dynolog_metrics.jsonl")
     assert wait_until(lambda: jsonl.exists() and jsonl.read_text().strip(), what="the JSONL metrics file")
 
     stop = daemon.dyno_json("npu-monitor", "--npu-monitor-stop")

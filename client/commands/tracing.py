@@ -36,6 +36,9 @@ def int_list(text: str, flag: str, zero_means_all: bool = False) -> List[int]:
         values = [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
         raise CliError(f"{flag}: expected comma-separated integers, got {text!r}", EXIT_USAGE) from None
+    too_big = [v for v in values if not -(2**31) <= v < 2**31]
+    if too_big:
+        raise CliError(f"{flag}: {too_big[0]} is not a pid or rank (at most {2**31 - 1})", EXIT_USAGE)
     return [] if zero_means_all and values in ([], [0]) else values
 
 
