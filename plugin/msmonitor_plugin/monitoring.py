@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Optional
 
 from . import identity, wire
 from .monitor.config import ConfigError, MonitorConfig, parse_text
-from .monitor.engine import Monitor, MonitorError, MonitorState
+from .monitor.engine import Monitor, MonitorState
 from .monitor.report import Report
 
 log = logging.getLogger("msmonitor_plugin")
@@ -74,8 +74,9 @@ def _apply(command_id: str, config: MonitorConfig) -> wire.MonitorEvent:
     monitor = _get()
     try:
         result = monitor.apply(config)
-    except MonitorError as exc:
-        return wire.MonitorEvent(command_id=command_id, state=_state(), error=str(exc))
+    except Exception as exc:  # MonitorError, or anything else: the daemon gets an answer either way
+        log.exception("npu-monitor command failed")
+        return wire.MonitorEvent(command_id=command_id, state=_state(), error=f"{type(exc).__name__}: {exc}")
     return wire.MonitorEvent(
         command_id=command_id,
         state=wire.MONITOR_RUNNING if result.state is MonitorState.RUNNING else wire.MONITOR_IDLE,

@@ -172,10 +172,11 @@ class Monitor:
         for note in notes:
             log.info("monitor backend: %s", note)
         aggregator = Aggregator(top_n=config.top_n)
-        writer = self._writer(config, output, backend.name) if output else None
-        collector = Collector(aggregator, writer, config.filter)
-        session = _Session(backend, collector, writer, config, output)
+        writer = None
         try:
+            writer = self._writer(config, output, backend.name) if output else None  # a full disk, say
+            collector = Collector(aggregator, writer, config.filter)
+            session = _Session(backend, collector, writer, config, output)
             backend.start(collector, config.kinds)
         except Exception as exc:
             if writer is not None:
