@@ -112,6 +112,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_schedstat_s(pid: int) -> float:
+    """Seconds on CPU of process *pid*, summed over its threads (``/proc/<pid>/task/*/schedstat``, ns)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def proc_status(pid: int, keys: Sequence[str] = ("VmRSS", "VmHWM", "Threads")) -> Dict[str, int]:
+    """Numeric fields of ``/proc/<pid>/status`` (memory in KiB)."""
+    values: Dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in keys:
+            values[key] = int(rest.split()[0])
+    return values
+
+
 def clean_env(**extra: str) -> Dict[str, str]:
     """This environment without the plugin's and Kineto's variables, plus *extra*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}

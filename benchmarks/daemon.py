@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import subprocess
 import sys
 import time
@@ -25,7 +24,9 @@ from _bench import (
     Figure,
     Workload,
     clean_env,
+    cpu_schedstat_s,
     cpu_seconds,
+    proc_status,
     report,
     running_daemon,
     summarize_ns,
@@ -35,23 +36,6 @@ from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
 PLUGIN_PROCESSES = 2
-
-
-def cpu_schedstat_s(pid: int) -> float:
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
-
-
-def memory_kib(pid: int) -> Dict[str, int]:
-    values: Dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0])
-    return values
 
 
 def measure_idle(daemon: Daemon, seconds: float) -> Dict[str, float]:
@@ -123,10 +107,10 @@ def main() -> int:
                 lambda: len(daemon.processes()) >= PLUGIN_PROCESSES, 30, "the plugin processes to register"
             )
             idle = measure_idle(daemon, args.idle_seconds)
-            memory = memory_kib(daemon.proc.pid)
+            memory = proc_status(daemon.proc.pid, ("VmRSS", "VmHWM"))
             cli = summarize_ns(time_dyno_cli(daemon, args.cli_runs, 30.0))
             rpc = summarize_ns(time_rpc(daemon.port, args.rpc_calls, 10.0))
-            memory_after = memory_kib(daemon.proc.pid)
+            memory_after = proc_status(daemon.proc.pid, ("VmRSS", "VmHWM"))
         finally:
             for workload in workloads:
                 workload.stop()

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from _bench import Daemon, Figure, cpu_seconds, report, running_daemon
+from _bench import Daemon, Figure, cpu_schedstat_s, cpu_seconds, proc_status, report, running_daemon
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.records import Kind
@@ -323,23 +323,6 @@ def say(what: str) -> None:
 
 
 # --- the daemon seen from outside ---------------------------------------------------------------
-
-
-def cpu_schedstat_s(pid: int) -> float:
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
-
-
-def proc_status(pid: int) -> Dict[str, int]:
-    values: Dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "Threads"):
-            values[key] = int(rest.split()[0])
-    return values
 
 
 def has_torch(pid: int) -> bool:
