@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from harness import (
     BIN,
     KINETO_1S_CONFIG,
+    REPO,
     Daemon,
     Workload,
     nsenter,
@@ -37,6 +38,11 @@ def test_flagfile_as_the_systemd_unit_uses_it(tmp_path: Path):
     config = parse_args([f"--flagfile={flagfile}", "--log-level", "debug"])
     assert (config.enable_ipc_monitor, config.port, config.log_level) == (True, 1999, "DEBUG")
     assert config.ignored_flags == ["enable_perf_monitor"]
+
+
+def test_the_shipped_flagfile_parses():
+    config = parse_args([f"--flagfile={REPO / 'deploy' / 'dynolog.gflags'}"])
+    assert (config.enable_ipc_monitor, config.port, config.ignored_flags) == (True, 1778, [])
 
 
 def run_dynolog(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
