@@ -16,7 +16,7 @@ import logging
 import secrets
 import socket
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
@@ -47,7 +47,8 @@ class MonitorManager:
         self._push = push
         self._sinks = SinkWorker(sinks or Sinks([]))
         self._hostname = socket.gethostname()
-        self._latest: Dict[int, pb.MetricsReport] = {}  # host pid -> latest report
+        # host pid -> its latest report, converted for gRPC only when someone watches
+        self._latest: Dict[int, Tuple[ProcessRecord, Report]] = {}
         self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
         self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
@@ -191,9 +192,9 @@ class MonitorManager:
         queue: asyncio.Queue[pb.MetricsReport] = asyncio.Queue(maxsize=1000)
         if latest:
             for record in targeting.select(self.registry, targets):
-                report = self._latest.get(record.host_pid)
-                if report is not None:
-                    queue.put_nowait(report)
+                kept = self._latest.get(record.host_pid)
+                if kept is not None:
+                    queue.put_nowait(to_proto(*kept, self._hostname))
         self._watchers.add(queue)
         return queue
 
@@ -204,12 +205,13 @@ class MonitorManager:
         self._sinks.close()
 
     def _publish(self, record: ProcessRecord, report: Report) -> None:
-        message = to_proto(record, report, self._hostname)
-        self._latest[record.host_pid] = message
-        for queue in list(self._watchers):
-            if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
-                queue.get_nowait()
-            queue.put_nowait(message)
+        self._latest[record.host_pid] = (record, report)
+        if self._watchers:
+            message = to_proto(record, report, self._hostname)
+            for queue in list(self._watchers):
+                if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
+                    queue.get_nowait()
+                queue.put_nowait(message)
         self._sinks.emit(labels_of(record, self._hostname), report)
 
 

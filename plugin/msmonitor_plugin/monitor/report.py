@@ -209,7 +209,10 @@ class Report:
 
     @classmethod
     def from_chunks(cls, chunks: Iterable[bytes]) -> Report:
-        docs = [_load_chunk(c) for c in chunks]
+        return cls._from_docs([_load_chunk(c) for c in chunks])
+
+    @classmethod
+    def _from_docs(cls, docs: List[Dict[str, Any]]) -> Report:
         if not docs:
             raise ReportError("no chunks")
         docs.sort(key=lambda d: d["part"])
@@ -342,21 +345,21 @@ class ChunkAssembler:
     def __init__(self, max_pending: int = 64) -> None:
         self.max_pending = max_pending
         self.incomplete = 0
-        self._pending: Dict[Tuple[int, int], Dict[int, bytes]] = collections.OrderedDict()
+        self._pending: Dict[Tuple[int, int], Dict[int, Dict[str, Any]]] = collections.OrderedDict()
 
     def add(self, chunk: bytes) -> Optional[Report]:
         """The completed report, or None while parts are missing. Raises ReportError on a bad chunk."""
         doc = _load_chunk(chunk)
         if not 1 <= doc["parts"] <= MAX_PARTS or not 0 <= doc["part"] < doc["parts"]:
             raise ReportError(f"chunk {doc['part']} of {doc['parts']} is outside 1..{MAX_PARTS} parts")
-        if doc["parts"] == 1:
-            return Report.from_chunks([chunk])
+        if doc["parts"] == 1:  # the usual case: parsed once
+            return Report._from_docs([doc])
         key = (int(doc["pid"]), int(doc["seq"]))
         parts = self._pending.setdefault(key, {})
-        parts[doc["part"]] = chunk
+        parts[doc["part"]] = doc
         if len(parts) == doc["parts"]:
             del self._pending[key]
-            return Report.from_chunks(parts.values())
+            return Report._from_docs(list(parts.values()))
         while len(self._pending) > self.max_pending:
             self._pending.pop(next(iter(self._pending)))
             self.incomplete += 1
