@@ -198,6 +198,10 @@ class Daemon:
         """Environment for a process that should reach this daemon."""
         return {"KINETO_IPC_SOCKET_DIR": str(self.socket_dir)}
 
+    def kineto_env(self) -> Dict[str, str]:
+        """Environment for stock PyTorch polling this daemon every second (not Kineto's 5 s)."""
+        return {**self.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
+
 
 def nsenter(pid: int, cmd: Sequence[str]) -> List[str]:
     return ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *cmd]

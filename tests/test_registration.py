@@ -6,17 +6,13 @@ import os
 
 import pytest
 from dynolog.registry import inner_pid
-from harness import KINETO_1S_CONFIG, Daemon, Workload, wait_until
+from harness import Daemon, Workload, wait_until
 
 pytestmark = pytest.mark.torch
 
 
 def plugin_env(daemon: Daemon, **extra: str) -> dict:
     return {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", **extra}
-
-
-def kineto_env(daemon: Daemon) -> dict:
-    return {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
 
 
 def test_a_training_process_registers_with_its_rank_and_job(daemon, start_workload):
@@ -63,7 +59,7 @@ def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
 
 
 def test_stock_pytorch_registers_as_a_kineto_client(daemon, start_workload):
-    job = start_workload("train.py", kineto_env(daemon))
+    job = start_workload("train.py", daemon.kineto_env())
     process = wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
     assert process["clients"] == ["CLIENT_KIND_KINETO"]
     assert process["backend"] == "kineto"
@@ -73,7 +69,7 @@ def test_stock_pytorch_registers_as_a_kineto_client(daemon, start_workload):
 
 
 def test_plugin_and_kineto_in_one_process_are_one_process(daemon, start_workload):
-    env = {**kineto_env(daemon), **plugin_env(daemon, RANK="0")}
+    env = {**daemon.kineto_env(), **plugin_env(daemon, RANK="0")}
     job = start_workload("train.py", env)
     both = ["CLIENT_KIND_PLUGIN", "CLIENT_KIND_KINETO"]
     wait_until(lambda: (daemon.process(job.pid) or {}).get("clients") == both, what="both clients")

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import KINETO_1S_CONFIG, Daemon, wait_until
+from harness import Daemon, wait_until
 from msmonitor_plugin import wire
 
 pytestmark = pytest.mark.torch
@@ -30,6 +30,13 @@ def trainer(daemon: Daemon, start_workload, rank: int = 0, **env: str):
     wait_until(
         lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="the trainer to register"
     )
+    return job
+
+
+def kineto_trainer(daemon: Daemon, start_workload):
+    """Stock PyTorch (no plugin), registered by its first poll."""
+    job = start_workload("train.py", daemon.kineto_env())
+    wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
     return job
 
 
@@ -182,9 +189,7 @@ def test_a_daemon_restart_between_staging_and_the_start_step_loses_nothing(daemo
 
 
 def test_gputrace_runs_in_stock_pytorch_through_kineto(daemon, start_workload, tmp_path):
-    env = {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
-    job = start_workload("train.py", env)
-    wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
+    job = kineto_trainer(daemon, start_workload)
     reply = daemon.dyno_json(
         "gputrace",
         "--log-file",
@@ -206,9 +211,7 @@ def test_gputrace_runs_in_stock_pytorch_through_kineto(daemon, start_workload, t
 
 
 def test_gputrace_duration_mode_in_stock_pytorch(daemon, start_workload, tmp_path):
-    env = {**daemon.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
-    job = start_workload("train.py", env)
-    wait_until(lambda: daemon.process(job.pid), what="Kineto's first poll")
+    job = kineto_trainer(daemon, start_workload)
     reply = daemon.dyno_json(
         "gputrace",
         "--log-file",
