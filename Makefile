@@ -37,12 +37,6 @@ test-py38:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	mkdir -p build/typecheck
-	ln -sfn ../../daemon build/typecheck/dynolog
-	ln -sfn ../../client build/typecheck/dyno
-	ln -sfn ../../protos build/typecheck/dynoproto
-	ln -sfn ../../certs build/typecheck/dynocerts
-	ln -sfn ../../plugin/msmonitor_plugin build/typecheck/msmonitor_plugin
 	$(VENV)/bin/mypy -p dynolog -p dyno -p dynocerts -p dynoproto -p msmonitor_plugin
 
 proto: $(STAMP)

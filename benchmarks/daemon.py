@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import grpc
+
 from _bench import (
     Daemon,
     Figure,

@@ -342,6 +342,7 @@ class Observer:
 
     def __init__(self, daemon: Daemon) -> None:
         import grpc  # here, not at import: the sender processes never load gRPC
+
         from dynoproto import dynolog_pb2 as pb
         from dynoproto import dynolog_pb2_grpc as pb_grpc
 

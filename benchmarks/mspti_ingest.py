@@ -33,12 +33,13 @@ from _bench import REPO, Figure, report
 sys.path.insert(0, str(REPO / "tests" / "plugin"))
 sys.path.insert(0, str(REPO / "tests" / "fake_mspti"))
 import fake_mspti_build
+from mspti_synth import BASE_NS, BufferBuilder, Strings
+
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.backends import Collector, MsptiBackend
 from msmonitor_plugin.monitor.layouts import BufferParser, NameTable
 from msmonitor_plugin.monitor.mspti import load_library
 from msmonitor_plugin.monitor.records import Kind
-from mspti_synth import BASE_NS, BufferBuilder, Strings
 
 BUFFER_BYTES = 8 * 1024 * 1024
 GOAL = ">= 2000000"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import grpc
+
 from _bench import Figure, percentile, report, running_daemon
 from dynocerts import pki
 from dynocerts.keys import PasswordSource

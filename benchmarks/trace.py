@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
+
 from _bench import BENCH_DIR, Daemon, Figure, Workload, percentile, report, running_daemon, wait_until
 from dynolog import configtext
 from dynoproto import dynolog_pb2 as pb

@@ -1,4 +1,4 @@
-"""Generate the gRPC stubs of protos/dynolog.proto into a folder (default: protos/ itself).
+"""Generate the gRPC stubs of protos/dynoproto/dynolog.proto into a folder (default: beside it).
 
 `make proto` runs it; tests/test_proto_fresh.py runs it into a temporary folder and compares.
 """
@@ -13,16 +13,18 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO_DIR = ROOT / "protos"
+PROTO_ROOT = ROOT / "protos"
+PROTO_DIR = PROTO_ROOT / "dynoproto"
 OUTPUTS = ("dynolog_pb2.py", "dynolog_pb2.pyi", "dynolog_pb2_grpc.py")
 
 
 def generate(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        # Map protos/ to the import name so the generated grpc module imports `dynoproto.dynolog_pb2`.
+        # Relative to protos/, the file is dynoproto/dynolog.proto: the generated grpc module imports
+        # `dynoproto.dynolog_pb2`.
         args = [
             "protoc",
-            f"-Idynoproto={PROTO_DIR}",
+            f"-I{PROTO_ROOT}",
             f"-I{Path(protoc.__file__).parent / '_proto'}",
             f"--python_out={tmp}",
             f"--pyi_out={tmp}",

@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List
 
 import pytest
+
 from harness import Daemon, Workload
 
 

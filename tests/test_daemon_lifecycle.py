@@ -8,9 +8,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from dynolog.config import parse_args
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from dynolog.config import parse_args
 from harness import (
     BIN,
     KINETO_1S_CONFIG,

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
 from dynolog.sinks import ProcessLabels, Sinks
 from dynolog.sinks.jsonl import JsonlSink, beside
 from dynolog.sinks.prometheus import PrometheusSink
@@ -19,8 +22,6 @@ from dynolog.sinks.tensorboard import TensorBoardSink
 from fake_mspti import fake_mspti_build
 from msmonitor_plugin.monitor import ChunkAssembler, Kind, Monitor, MonitorConfig, Report
 from msmonitor_plugin.monitor.records import HOST
-from prometheus_client.parser import text_string_to_metric_families
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 PROCESS = ProcessLabels(host="node1", job="77", rank=3, pid=4242)
 

@@ -9,6 +9,7 @@ import sys
 from typing import List, Tuple
 
 import pytest
+
 from harness import REPO, WORKLOADS
 from msmonitor_plugin.monitor import Kind, Report
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
+
 from fake_mspti import fake_mspti_build
 from harness import Daemon, read_line_until, wait_until
 

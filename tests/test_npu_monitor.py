@@ -9,9 +9,10 @@ import subprocess
 import urllib.request
 
 import pytest
-from harness import BIN, Daemon, read_line_until, stop_process, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from harness import BIN, Daemon, read_line_until, stop_process, wait_until
 
 pytestmark = pytest.mark.torch
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from dynolog.registry import inner_pid
 from harness import Daemon, Workload, wait_until
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, wait_until

@@ -2,6 +2,8 @@
 
 import unittest
 
+from mspti_synth import BASE_NS, BufferBuilder
+
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.filters import KEEP_ALL, Filter
 from msmonitor_plugin.monitor.layouts import (
@@ -24,7 +26,6 @@ from msmonitor_plugin.monitor.records import (
     MarkerExtras,
     MemoryExtras,
 )
-from mspti_synth import BASE_NS, BufferBuilder
 
 T = BASE_NS
 

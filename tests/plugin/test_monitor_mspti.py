@@ -17,6 +17,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fake_mspti"))
 import fake_mspti_build
+
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.backends import Collector, MsptiBackend
 from msmonitor_plugin.monitor.config import MonitorConfig

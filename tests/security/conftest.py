@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-import certs_factory as cf
 import pytest
+
+import certs_factory as cf
 from dynocerts.make import Issued
 from dynocerts.policy import Role
 from harness import BIN, Daemon

@@ -8,6 +8,7 @@ from typing import Optional
 
 import grpc
 import pytest
+
 from dynolog.auth import Access, AccessPolicy, Peer, Refusal, authorize
 from dynolog.paths import check_output_path
 

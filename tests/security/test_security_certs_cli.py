@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-import certs_factory as cf
 import pytest
+
+import certs_factory as cf
 from conftest import Authority
 from dynocerts.policy import Role, when
 from harness import BIN, Daemon

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+
 from harness import Daemon, wait_until
 from msmonitor_plugin import wire
 

@@ -6,10 +6,11 @@ import datetime as dt
 import os
 from pathlib import Path
 
-import certs_factory as cf
 import pytest
-from conftest import Authority
 from cryptography import x509
+
+import certs_factory as cf
+from conftest import Authority
 from dynocerts import keys, material
 from dynocerts.crl import RevocationWatch, check_crl
 from dynocerts.keys import PasswordSource

@@ -9,16 +9,17 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Optional
 
-import certs_factory as cf
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import certs_factory as cf
 from conftest import Authority, Dirs, FailedStart
 from dynocerts.keys import pkcs8_pem
 from dynocerts.make import Issued
 from dynocerts.policy import Role, when
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness import Daemon
 
 Proc = subprocess.CompletedProcess

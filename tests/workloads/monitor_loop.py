@@ -10,6 +10,7 @@ import sys
 import threading
 
 import torch
+
 from msmonitor_plugin.monitor import Monitor, MonitorConfig
 
 torch.manual_seed(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 
 from ..connection import Target, connect

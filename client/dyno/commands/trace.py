@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 
 from ..connection import Target, connect

@@ -6,6 +6,7 @@ import time
 from typing import List
 
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 
 from ..connection import Target, connect

@@ -29,11 +29,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import Report
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from msmonitor_plugin.monitor.records import Kind
+from msmonitor_plugin.monitor.report import Report
 
 from . import ProcessLabels
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 

@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from grpc import aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
 from dynocerts.crl import RevocationWatch
 from dynocerts.keys import PasswordSource
 from dynocerts.material import CertsError, Material
@@ -19,9 +23,6 @@ from dynocerts.policy import check_covers
 from dynocerts.tls import load_server, server_credentials
 from dynoproto import SERVICE
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from grpc import aio
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from msmonitor_plugin import wire
 
 from . import __version__, ipc, logs

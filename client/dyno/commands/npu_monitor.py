@@ -8,6 +8,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 

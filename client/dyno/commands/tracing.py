@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import grpc
 import typer
+
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 

@@ -11,6 +11,7 @@ import time
 from typing import AsyncIterator, List, Sequence, Tuple
 
 import grpc
+
 from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc

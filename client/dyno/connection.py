@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import grpc
+
 from dynocerts.keys import PasswordSource
 from dynocerts.material import CertsError, Material
 from dynocerts.tls import channel_credentials, load_client

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, O
 
 import grpc
 from cryptography import x509
+
 from dynocerts.policy import common_name
 from dynoproto import SERVICE
 

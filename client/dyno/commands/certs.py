@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import typer
+
 from dynocerts import material, pki
 from dynocerts.keys import PasswordSource
 from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES
