@@ -26,7 +26,7 @@ and waits until the watcher has it — the daemon has then handled everything be
 the datagrams the processes sent with those the daemon received (``ipc.received``) and counted
 malformed, each process's latest report as the daemon keeps it with the last one it sent and, with
 sinks, Prometheus's ``msmonitor_records_total`` and the JSONL lines with what was sent. A short
-in-process part times the daemon's handling of one report (``IpcMonitor.dispatch``) and each sink's
+in-process part times the daemon's handling of one report (``IpcDispatcher.dispatch``) and each sink's
 ``emit``, to say where the time goes. Every process started here is stopped on the way out.
 """
 
@@ -55,6 +55,7 @@ from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import Report
+from msmonitor_plugin.vocabulary import CommandKind, MonitorState
 
 PROCESSES = 64
 NAMES_PER_KIND = 40
@@ -137,9 +138,9 @@ def hello(rank: int) -> wire.Hello:
         devices=[rank % 8],
         backend="torch_npu",
         plugin_version="bench",
-        capabilities=["push", wire.GPUTRACE, wire.NPUMONITOR],
+        capabilities=["push", CommandKind.GPUTRACE.value, CommandKind.NPUMONITOR.value],
         hostname=socket.gethostname(),
-        monitor_state=wire.MONITOR_RUNNING,
+        monitor_state=MonitorState.RUNNING.value,
     )
 
 
@@ -580,10 +581,10 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
 
 
 def in_process(reports: int) -> Dict[str, float]:
-    """µs per report: ``IpcMonitor.dispatch`` without sinks, and each sink's ``emit`` (64 processes)."""
+    """µs per report: ``IpcDispatcher.dispatch`` without sinks, and each sink's ``emit`` (64 processes)."""
+    from dynolog.dispatch import IpcDispatcher
     from dynolog.ipc import Sender
-    from dynolog.ipc_monitor import IpcMonitor
-    from dynolog.registry import Registry
+    from dynolog.node import Node
     from dynolog.sinks import ProcessLabels
     from dynolog.sinks.jsonl import JsonlSink
     from dynolog.sinks.prometheus import PrometheusSink
@@ -594,7 +595,8 @@ def in_process(reports: int) -> Dict[str, float]:
             return True
 
     out: Dict[str, float] = {}
-    ipc = IpcMonitor(Registry(60.0), [os.getuid()])
+    node = Node.build(60.0)
+    ipc = IpcDispatcher(node, [os.getuid()])
     me = Sender("/nonexistent", os.getpid(), os.getuid())
     ipc.dispatch(Endpoint(), wire.encode(wire.HELLO, hello(0).to_payload()), me)  # type: ignore[arg-type]
     template = Template.of(build_report(0, 0))
@@ -604,6 +606,7 @@ def in_process(reports: int) -> Dict[str, float]:
         ipc.dispatch(Endpoint(), data, me)  # type: ignore[arg-type]
     out["dispatch"] = (time.perf_counter() - t0) / reports * 1e6
     assert ipc.counters.malformed == 0
+    node.close()
 
     report_ = build_report(0, 0)
     who = [ProcessLabels("host", str(JOB_ID), r, 100_000 + r) for r in range(PROCESSES)]

@@ -57,6 +57,7 @@ from msmonitor_plugin import wire
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import TraceSession
 from msmonitor_plugin.trace.spec import parse
+from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 from step import time_calls
 
 PROBE = BENCH_DIR / "_trace_probe.py"
@@ -249,14 +250,14 @@ def boundary_cost_ns(rounds: int = 40, batches: int = 50) -> Dict[str, float]:
     text = configtext.with_trace_id(configtext.npu_trace(request), "1")
     counter = StepCounter()
     session = TraceSession(
-        parse(wire.Command(kind=wire.NPUTRACE, trace_id="1", config=text)),
+        parse(wire.Command(kind=CommandKind.NPUTRACE, trace_id="1", config=text)),
         counter,
         lambda e: None,
         lambda: None,
     )
     session.arm()  # READY: the counter now calls the session's boundary check at every step
     staged = counter.pending
-    if staged is None or session.phase != wire.PHASE_READY:
+    if staged is None or session.phase != TracePhase.READY:
         raise RuntimeError(f"the staged trace did not arm: {session.phase}")
     samples: Dict[str, List[float]] = {"idle": [], "staged": []}
     for _ in range(rounds):  # interleaved, so drift and other load fall on both alike

@@ -7,9 +7,10 @@ import os
 import socket
 import struct
 
-from dynolog.tracing import MAX_TRACES
+from dynolog.traces import MAX_TRACES
 from harness import Daemon, wait_until
 from msmonitor_plugin import wire
+from msmonitor_plugin.vocabulary import TracePhase
 
 GARBAGE = [
     b"",  # empty datagram
@@ -136,7 +137,7 @@ def test_traces_announced_by_processes_are_bounded(daemon):
     client = registered_client(daemon, "tracer")
     try:
         for n in range(MAX_TRACES + 50):
-            event = wire.TraceEvent(trace_id=f"t{n}", phase=wire.PHASE_FINISHED)
+            event = wire.TraceEvent(trace_id=f"t{n}", phase=TracePhase.FINISHED)
             client.send(wire.encode(wire.EVENT, event.to_payload()))
         last = f"t{MAX_TRACES + 49}"
         wait_until(lambda: daemon.dyno("trace", last).returncode == 0, what="the last trace")

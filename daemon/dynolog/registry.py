@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from msmonitor_plugin import identity, wire
+from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
 
 
 class ClientKind(enum.Enum):
@@ -21,21 +22,7 @@ class ClientKind(enum.Enum):
     MSMONITOR = "msmonitor"  # msMonitor's contract (ctxt, req, status structs): torch_npu, MindSpore
 
 
-class TraceState(enum.IntEnum):
-    UNINITIALIZED = 0
-    IDLE = 1
-    READY = 2
-    RUNNING = 3
-
-
-class MonitorState(enum.IntEnum):
-    UNINITIALIZED = 0
-    IDLE = 1
-    RUNNING = 2
-
-
-_TRACE_PHASES = {"ready": TraceState.READY, "running": TraceState.RUNNING}
-_MONITOR_STATES = {"running": MonitorState.RUNNING, "idle": MonitorState.IDLE}
+# msMonitor's status struct values.
 _NPU_TRACE_STATES = {
     -1: TraceState.UNINITIALIZED,
     0: TraceState.IDLE,
@@ -83,12 +70,16 @@ class ProcessRecord:
     def accepts_push(self) -> bool:
         return ClientKind.PLUGIN in self.clients and "push" in self.capabilities
 
-    def can_run(self, kind: str) -> bool:
-        """Whether some client in this process runs *kind* (wire.NPUTRACE, wire.GPUTRACE, ...)."""
-        if ClientKind.PLUGIN in self.clients and kind in self.capabilities:
+    def can_run(self, kind: CommandKind) -> bool:
+        """Whether some client in this process runs *kind*."""
+        if ClientKind.PLUGIN in self.clients and kind.value in self.capabilities:
             return True
-        pull_clients = {wire.NPUTRACE: ClientKind.MSMONITOR, wire.GPUTRACE: ClientKind.KINETO}
-        return pull_clients.get(kind) in self.clients
+        return _PULL_CLIENTS.get(kind) in self.clients
+
+
+# What clients that poll run: msMonitor's (torch_npu, MindSpore) trace with their own profiler, stock
+# Kineto runs dynolog's gputrace. (msMonitor's clients also take npu-monitor; it is staged for them.)
+_PULL_CLIENTS = {CommandKind.NPUTRACE: ClientKind.MSMONITOR, CommandKind.GPUTRACE: ClientKind.KINETO}
 
 
 def inner_pid(host_pid: int, claimed: int) -> int:
@@ -167,10 +158,10 @@ class Registry:
         record.current_step = max(record.current_step, hello.step)
         # What the plugin runs itself, its word on is authoritative (and survives a daemon restart);
         # the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
-        if "push" in hello.capabilities and wire.NPUTRACE in hello.capabilities:
-            record.trace_state = _TRACE_PHASES.get(hello.trace_phase, TraceState.IDLE)
-        if "push" in hello.capabilities:
-            record.monitor_state = _MONITOR_STATES.get(hello.monitor_state, record.monitor_state)
+        if "push" in hello.capabilities and CommandKind.NPUTRACE.value in hello.capabilities:
+            record.trace_state = _phase_state(hello.trace_phase)
+        if "push" in hello.capabilities and hello.monitor_state in (MonitorState.IDLE, MonitorState.RUNNING):
+            record.monitor_state = MonitorState(hello.monitor_state)
         if record.monitor_state is MonitorState.UNINITIALIZED:
             record.monitor_state = MonitorState.IDLE
         return record
@@ -185,8 +176,10 @@ class Registry:
         record.current_step = max(record.current_step, status.current_step)
         record.trace_steps = (status.start_step, status.stop_step)
 
-    def context(self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address) -> int:
-        """Register a ``ctxt`` (msMonitor's registration); returns the process count of its (job, device)."""
+    def context(
+        self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address
+    ) -> ProcessRecord:
+        """Register a ``ctxt`` (msMonitor's registration)."""
         record = self._touch(host_pid, context.pid, uid, ClientKind.MSMONITOR, address)
         if ClientKind.PLUGIN not in record.clients:
             record.job_id, record.devices, record.backend = context.job_id, (context.device,), "msmonitor"
@@ -199,9 +192,12 @@ class Registry:
         if record.context is not None and record.context != key:  # re-registered elsewhere: move it
             self._contexts.get(record.context, set()).discard(host_pid)
         record.context = key
-        pids = self._contexts.setdefault(key, set())
-        pids.add(host_pid)
-        return len(pids)
+        self._contexts.setdefault(key, set()).add(host_pid)
+        return record
+
+    def peers(self, record: ProcessRecord) -> int:
+        """How many processes registered on the (job, device) of *record*'s ctxt, as dynolog answers."""
+        return len(self._contexts.get(record.context, ())) if record.context is not None else 0
 
     def plugin_bye(self, host_pid: int) -> None:
         record = self._by_pid.get(host_pid)
@@ -229,3 +225,11 @@ class Registry:
         for pids in self._contexts.values():
             pids.discard(host_pid)
         self._contexts = {key: pids for key, pids in self._contexts.items() if pids}
+
+
+def _phase_state(phase: str) -> TraceState:
+    """The trace slot of a process whose trace is in *phase* ("" or unknown: idle)."""
+    try:
+        return TracePhase(phase).state()
+    except ValueError:
+        return TraceState.IDLE

@@ -28,9 +28,9 @@ from msmonitor_plugin import wire
 from . import __version__, ipc, logs
 from .auth import AccessPolicy, AuthInterceptor
 from .config import NO_CERTS, DaemonConfig
+from .dispatch import IpcDispatcher
 from .ipc import IpcError
-from .ipc_monitor import IpcMonitor
-from .registry import Registry
+from .node import Node
 from .service import DynologService
 from .sinks import Sink, Sinks, jsonl
 from .sinks.jsonl import JsonlSink
@@ -46,8 +46,8 @@ class StartupError(RuntimeError):
 class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         self.config = config
-        self.registry = Registry(config.process_keepalive_s)
-        self.ipc: Optional[IpcMonitor] = None
+        self.node: Optional[Node] = None
+        self.ipc: Optional[IpcDispatcher] = None
         self.port: int = 0
         self._server: Optional[aio.Server] = None
         self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
@@ -71,7 +71,8 @@ class Daemon:
         config = self.config
         tls = self._check_transport()
         if config.enable_ipc_monitor:
-            self.ipc = IpcMonitor(self.registry, config.ipc_allowed_uids, self._sinks())
+            self.node = Node.build(config.process_keepalive_s, self._sinks())
+            self.ipc = IpcDispatcher(self.node, config.ipc_allowed_uids)
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:
@@ -108,6 +109,9 @@ class Daemon:
         if self.ipc is not None:
             self.ipc.close()
             self.ipc = None
+        if self.node is not None:
+            self.node.close()
+            self.node = None
         log.info("dynolog stopped")
 
     def _sinks(self) -> Sinks:
@@ -189,7 +193,7 @@ class Daemon:
         # No SO_REUSEPORT: a second daemon on the same port must fail, not share the traffic.
         server = aio.server(interceptors=self._interceptors(tls), options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_DynologServicer_to_server(
-            DynologService(self.registry, self.ipc, tls is not None, self.config.trace_roots), server
+            DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(

@@ -8,19 +8,22 @@ import os
 import platform
 import socket
 import time
-from typing import AsyncIterator, List, Sequence, Tuple
+from typing import AsyncIterator, List, Optional, Sequence, Tuple, cast
 
 import grpc
 
 from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
+from msmonitor_plugin.vocabulary import Reason
 
 from . import __version__, targeting
-from .ipc_monitor import IpcMonitor
+from .commands import CommandResult
+from .dispatch import IpcDispatcher
+from .node import Node
 from .paths import check_output_path
-from .registry import ClientKind, ProcessRecord, Registry, TraceState
-from .tracing import Trace, TraceManager
+from .registry import ClientKind, ProcessRecord
+from .traces import Trace
 
 _CLIENT_KINDS = {
     ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN,
@@ -31,18 +34,25 @@ _CLIENT_KINDS = {
 
 class DynologService(pb_grpc.DynologServicer):
     def __init__(
-        self, registry: Registry, ipc: IpcMonitor | None, tls: bool, trace_roots: Sequence[str] = ()
+        self,
+        node: Optional[Node],
+        ipc: Optional[IpcDispatcher],
+        tls: bool,
+        trace_roots: Sequence[str] = (),
     ) -> None:
-        self._registry = registry
+        self._node = node
         self._ipc = ipc
         self._tls = tls
         self._trace_roots = tuple(trace_roots)
         self._started = time.monotonic()
 
+    def _records(self) -> List[ProcessRecord]:
+        return list(self._node.registry) if self._node is not None else []
+
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetStatusResponse:
-        records = list(self._registry)
+        records = self._records()
         response = pb.GetStatusResponse(
             hostname=socket.gethostname(),
             version=__version__,
@@ -77,35 +87,41 @@ class DynologService(pb_grpc.DynologServicer):
     async def ListProcesses(
         self, request: pb.ListProcessesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListProcessesResponse:
-        records = [r for r in self._registry if request.job_id in (0, r.job_id)]
+        records = [r for r in self._records() if request.job_id in (0, r.job_id)]
         records.sort(key=lambda r: (r.job_id, r.rank, r.host_pid))
         return pb.ListProcessesResponse(processes=[process_info(r) for r in records])
 
     async def NpuTrace(
         self, request: pb.NpuTraceRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommandResponse:
-        traces = await self._accept(context, validate.npu_trace(request), request.log_file)
-        return traces.npu_trace(request)
+        node = await self._accept(context, validate.npu_trace(request), request.log_file)
+        return command_response(await node.pipeline.run(node.nputrace, request))
 
     async def GpuTrace(
         self, request: pb.GpuTraceRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommandResponse:
-        traces = await self._accept(context, validate.gpu_trace(request), request.log_file)
-        return traces.gpu_trace(request)
+        node = await self._accept(context, validate.gpu_trace(request), request.log_file)
+        return command_response(await node.pipeline.run(node.gputrace, request))
+
+    async def NpuMonitor(
+        self, request: pb.NpuMonitorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommandResponse:
+        node = await self._accept(context, validate.npu_monitor(request), request.log_file)
+        return command_response(await node.pipeline.run(node.npumonitor, request))
 
     async def GetTrace(self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext) -> pb.TraceInfo:
-        traces, trace = await self._find(request, context)
-        traces.refresh(trace)
+        node, trace = await self._find(request, context)
+        node.kineto.refresh(trace)
         return trace.info()
 
     async def WatchTrace(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TraceInfo]:
         """Every change of the trace, until it is done (or the client goes away)."""
-        traces, trace = await self._find(request, context)
+        node, trace = await self._find(request, context)
         while True:
             updated = trace.updated
-            traces.refresh(trace)
+            node.kineto.refresh(trace)
             yield trace.info()
             if trace.done:
                 return
@@ -113,34 +129,25 @@ class DynologService(pb_grpc.DynologServicer):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(updated.wait(), timeout=1.0)
 
-    async def NpuMonitor(
-        self, request: pb.NpuMonitorRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CommandResponse:
-        await self._accept(context, validate.npu_monitor(request), request.log_file)
-        assert self._ipc is not None
-        return await self._ipc.monitors.command(request)
-
     async def WatchMetrics(
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
         """Each matched process's reports as they arrive, until the client goes away."""
-        await self._require_ipc(context)
-        assert self._ipc is not None
-        monitors = self._ipc.monitors
-        queue = monitors.watch(request.targets, request.latest)
+        node = await self._require_ipc(context)
+        queue = node.metrics.watch(request.targets, request.latest)
         try:
             while True:
                 report = await queue.get()
-                record = self._registry.get(report.host_pid)
+                record = node.registry.get(report.host_pid)
                 if record is None or targeting.matches(record, request.targets):
                     yield report
         finally:
-            monitors.unwatch(queue)
+            node.metrics.unwatch(queue)
 
     async def _accept(
         self, context: grpc.aio.ServicerContext, errors: List[validate.FieldError], log_file: str
-    ) -> TraceManager:
-        """Validate again what the CLI validated (other clients exist); trace commands need the IPC."""
+    ) -> Node:
+        """Validate again what the CLI validated (other clients exist); commands need the IPC."""
         messages = [str(e) for e in errors]
         outside = check_output_path(log_file, self._trace_roots, "--log-file") if log_file else None
         if outside:
@@ -149,41 +156,70 @@ class DynologService(pb_grpc.DynologServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(messages))
         return await self._require_ipc(context)
 
-    async def _require_ipc(self, context: grpc.aio.ServicerContext) -> TraceManager:
-        if self._ipc is None:
+    async def _require_ipc(self, context: grpc.aio.ServicerContext) -> Node:
+        if self._node is None:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "this daemon runs without --enable-ipc-monitor: no process can register with it",
             )
-        assert self._ipc is not None
-        return self._ipc.traces
+        assert self._node is not None
+        return self._node
 
     async def _find(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
-    ) -> Tuple[TraceManager, Trace]:
-        traces = await self._require_ipc(context)
-        trace = traces.get(request.trace_id)
+    ) -> Tuple[Node, Trace]:
+        node = await self._require_ipc(context)
+        trace = node.traces.get(request.trace_id)
         if trace is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
         assert trace is not None
-        return traces, trace
+        return node, trace
 
 
-_MSMONITOR_NAMES = {"UNINITIALIZED": "Uninitialized", "IDLE": "Idle", "READY": "Ready", "RUNNING": "Running"}
+# --- the gRPC edge: this project's vocabulary as the proto's enums -----------------------------------
+
+
+def proto_reason(reason: Optional[Reason]) -> pb.Reason:
+    if reason is None:
+        return pb.REASON_UNSPECIFIED
+    return cast(pb.Reason, pb.Reason.Value(f"REASON_{reason.name}"))
+
+
+def command_response(result: CommandResult) -> pb.CommandResponse:
+    response = pb.CommandResponse(
+        command_status=pb.COMMAND_STATUS_EFFECTIVE if result.effective else pb.COMMAND_STATUS_INEFFECTIVE,
+        reason=proto_reason(result.reason),
+        message=result.message,
+        trace_id=result.trace_id,
+    )
+    for o in result.outcomes:
+        response.processes.add(
+            pid=o.record.pid,
+            host_pid=o.record.host_pid,
+            rank=o.record.rank,
+            triggered=o.triggered,
+            reason=proto_reason(o.reason),
+            detail=o.detail,
+            expected_output=o.expected_output,
+        )
+    # dynolog's own response fields, for its scripts.
+    response.processes_matched.extend(o.record.pid for o in result.outcomes)
+    response.activity_profilers_triggered.extend(o.record.pid for o in result.taken)
+    response.activity_profilers_busy = sum(o.reason is Reason.TRACE_BUSY for o in result.outcomes)
+    return response
 
 
 def msmonitor_status(records: List[ProcessRecord]) -> pb.MsMonitorStatus:
-    def summary(states: List[str]) -> str:
-        for name in ("RUNNING", "READY", "IDLE"):
-            if name in states:
-                return _MSMONITOR_NAMES[name]
-        return _MSMONITOR_NAMES["UNINITIALIZED"]
+    """msMonitor's getStatus: the most advanced state of any process, in msMonitor's words."""
 
-    tracing = [r for r in records if r.trace_state in (TraceState.RUNNING, TraceState.READY)]
+    def summary(states: List[str]) -> str:
+        return next((s for s in ("running", "ready", "idle") if s in states), "uninitialized").title()
+
+    tracing = [r for r in records if r.trace_state.busy]
     start, stop = tracing[0].trace_steps if tracing else (-1, -1)
     return pb.MsMonitorStatus(
-        nputrace=summary([r.trace_state.name for r in records]),
-        npumonitor=summary([r.monitor_state.name for r in records]),
+        nputrace=summary([r.trace_state.value for r in records]),
+        npumonitor=summary([r.monitor_state.value for r in records]),
         current_step=max((r.current_step for r in records), default=0),
         start_step=start,
         stop_step=stop,

@@ -24,3 +24,15 @@ def select(records: Iterable[ProcessRecord], targets: pb.Targets) -> List[Proces
     matched = [r for r in records if matches(r, targets)]
     matched.sort(key=lambda r: (r.rank if r.rank >= 0 else 1 << 30, r.host_pid))
     return matched
+
+
+def describe(targets: pb.Targets) -> str:
+    """The targets in words, for an answer that says none matched."""
+    parts = []
+    if targets.job_id:
+        parts.append(f"job {targets.job_id}")
+    if targets.pids:
+        parts.append(f"pids {','.join(map(str, targets.pids))}")
+    if targets.ranks:
+        parts.append(f"ranks {','.join(map(str, targets.ranks))}")
+    return " and ".join(parts) or "the command"

@@ -53,6 +53,11 @@ def is_active() -> bool:
     return _agent is not None
 
 
+def agent() -> Optional[Agent]:
+    """The running agent, for the plugin's other command sources (``IPCMonitor``)."""
+    return _agent
+
+
 def current_step() -> int:
     return _counter.count
 

@@ -6,27 +6,29 @@ import atexit
 import logging
 import os
 import sys
-from typing import List, Mapping, Optional
+from typing import Iterable, List, Mapping, Optional
 
-from . import identity, monitoring, torch_hook, wire
+from . import identity, torch_hook, wire
 from .link import DaemonLink
+from .monitor_handler import MonitorHandler
+from .router import CommandRouter
 from .steps import StepCounter
 from .trace.session import Tracer
+from .vocabulary import CommandKind
 
 log = logging.getLogger("msmonitor_plugin")
 
 
-def capabilities(env: Mapping[str, str]) -> List[str]:
-    """What this plugin does here; "push": the daemon may send commands at once, without a poll.
+def capabilities(kinds: Iterable[CommandKind], env: Mapping[str, str]) -> List[str]:
+    """What this plugin does here: the kinds it routes, and "push" (the daemon may send commands at
+    once, without a poll).
 
     In a torch_npu or MindSpore job run with MSMONITOR_USE_DAEMON, the framework's own dynamic profiler
     takes nputrace (through IPCMonitor), so the plugin leaves it to that.
     """
-    caps = ["push", wire.GPUTRACE, monitoring.NPUMONITOR]
     framework_traces = any(name in sys.modules for name in ("torch_npu", "mindspore"))
-    if not (framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")):
-        caps.append(wire.NPUTRACE)
-    return caps
+    leave_nputrace = framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")
+    return ["push", *(k.value for k in kinds if not (leave_nputrace and k is CommandKind.NPUTRACE))]
 
 
 class Agent:
@@ -36,9 +38,12 @@ class Agent:
         self._env = env
         self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
         self.tracer = Tracer(counter, self._report)
+        self.monitor = MonitorHandler(env, send=self.link.send_reliably)
+        self.router = CommandRouter()
+        self.router.register((CommandKind.NPUTRACE, CommandKind.GPUTRACE), self.tracer.accept)
+        self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)
 
     def start(self) -> None:
-        monitoring.attach(self.link.send_reliably)
         self.link.start()
         torch_hook.install(self.counter, self.link.heartbeat_now)
 
@@ -46,12 +51,16 @@ class Agent:
         if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket
             return
         self.tracer.abort(f"the process exited at step {self.counter.count}")
-        monitoring.shutdown()
+        self.monitor.close()
         self.link.stop()
 
     def _hello(self) -> wire.Hello:
         return identity.hello(
-            self.counter.count, capabilities(self._env), self._env, self.tracer.state(), monitoring.state()
+            self.counter.count,
+            capabilities(self.router.kinds, self._env),
+            self._env,
+            self.tracer.state(),
+            self.monitor.state.value,
         )
 
     def _report(self, event: wire.TraceEvent) -> None:
@@ -61,12 +70,7 @@ class Agent:
         if datagram.type != wire.COMMAND:
             log.warning("ignoring a %s message from dynolog", datagram.type)
             return
-        command = wire.Command.from_payload(datagram.payload)
-        if command.kind == monitoring.NPUMONITOR:
-            event = monitoring.apply_text(command.trace_id, command.config)
-            self.link.send_reliably(wire.MONITOR, event.to_payload())
-        else:
-            self.tracer.accept(command)
+        self.router.route(wire.Command.from_payload(datagram.payload))
 
 
 def socket_dir(env: Mapping[str, str]) -> str:

@@ -9,6 +9,7 @@ import sys
 from typing import Dict, List, Mapping, Tuple
 
 from ._version import __version__
+from .vocabulary import split_list
 from .wire import Hello
 
 MAX_ANCESTORS = 10  # as Kineto: the daemon matches --pids against this chain
@@ -61,7 +62,7 @@ def job_id(env: Mapping[str, str]) -> int:
 def devices(env: Mapping[str, str]) -> List[int]:
     """Visible accelerator ids; with several visible, the local rank's one when it is known."""
     for name in _DEVICE_ENV:
-        ids = [int(v) for v in env.get(name, "").split(",") if v.strip().isdigit()]
+        ids = [int(v) for v in split_list(env.get(name)) if v.isdigit()]
         if ids:
             local = _env_int(env, "LOCAL_RANK")
             return [ids[local]] if 0 <= local < len(ids) and len(ids) > 1 else ids

@@ -21,19 +21,22 @@ import time
 import uuid
 from typing import Dict, Mapping, Optional
 
-from . import identity, monitoring, wire
+import msmonitor_plugin
+
+from . import identity, wire
+from .monitor_handler import MonitorHandler
+from .vocabulary import CommandKind, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 
 POLL_WAIT_S = 0.05  # msMonitor waits 5 x 10 ms for the reply; so do the frameworks' callers
-MSMONITOR_CAPABILITIES = ["msmonitor", wire.NPUTRACE, monitoring.NPUMONITOR]
+MSMONITOR_CAPABILITIES = ["msmonitor", CommandKind.NPUTRACE.value, CommandKind.NPUMONITOR.value]
 _UNINITIALIZED = -1
 
 
 def daemon_address(env: Mapping[str, str]) -> str:
     """msMonitor's control socket ``$HOME/dynolog.sock`` (the folder: ``MSMONITOR_IPC_SOCKET_DIR``)."""
-    folder = env.get("MSMONITOR_IPC_SOCKET_DIR") or env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(folder, wire.MSMONITOR_CONTROL_SOCKET)
+    return os.path.join(msmonitor_socket_dir(env), wire.MSMONITOR_CONTROL_SOCKET)
 
 
 class _Channel:
@@ -81,12 +84,14 @@ class PyDynamicMonitorProxy:
             if cls._instance is None:
                 instance = super().__new__(cls)
                 instance._channel = None
+                instance._own_monitor = None
                 instance._npu_id = -1
                 instance._lock = threading.Lock()
                 cls._instance = instance
             return cls._instance
 
     _channel: Optional[_Channel]
+    _own_monitor: Optional[MonitorHandler]
     _npu_id: int
     _lock: threading.Lock
 
@@ -126,8 +131,9 @@ class PyDynamicMonitorProxy:
     def enable_dyno_npu_monitor(self, config_map: Dict[str, str]) -> None:
         """Start, stop or change this process's monitor (msMonitor's npu-monitor keys)."""
         try:
-            running = monitoring.apply_mapping(config_map)
-            if running is not None:
+            event = self._monitor().apply("", config_map)
+            if not event.error:
+                running = event.state == MonitorState.RUNNING
                 self._send_status(wire.NPU_MONITOR_STATUS, 1 if running else 0)
         except Exception:  # never into the framework's step
             log.exception("enable_dyno_npu_monitor failed")
@@ -148,13 +154,23 @@ class PyDynamicMonitorProxy:
 
     def finalize_dyno(self) -> None:
         """Stop this process's monitor and leave the daemon."""
-        monitoring.apply_mapping({"NPU_MONITOR_STOP": "true"})
+        self._monitor().close()
         with self._lock:
             if self._channel is not None:
                 self._channel.close()
                 self._channel = None
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _monitor(self) -> MonitorHandler:
+        """The agent's monitor when the agent runs (one monitor per process, whoever commands it);
+        else one of our own that reports to msMonitor's data socket."""
+        agent = msmonitor_plugin.agent()
+        if agent is not None:
+            return agent.monitor
+        if self._own_monitor is None:
+            self._own_monitor = MonitorHandler(os.environ)
+        return self._own_monitor
 
     def _register(self) -> None:
         assert self._channel is not None

@@ -51,8 +51,7 @@ EVENT = "mm.event"  # plugin -> daemon: a trace changed phase (accepted, running
 MONITOR = "mm.monitor"  # plugin -> daemon: the npu-monitor state after a command, or when it stopped
 METRICS = "mm.metrics"  # plugin -> daemon: one chunk of an interval's monitor report (JSON)
 
-# Kineto request type bits (LibkinetoConfigType).
-CONFIG_EVENTS = 1
+# Kineto's request type bit (LibkinetoConfigType) that says its activity profiler is free.
 CONFIG_ACTIVITIES = 2
 
 Address = Union[bytes, str]
@@ -299,10 +298,10 @@ class Hello(JsonMessage):
     hostname: str = ""
     step: int = 0
     # The trace this process holds, so a restarted daemon knows it is busy: id and phase
-    # ("" when idle, else "ready" or "running").
+    # ("" when idle, else TracePhase.READY or RUNNING).
     trace_id: str = ""
     trace_phase: str = ""
-    monitor_state: str = ""  # "running" or "idle" ("" from clients that run no monitor)
+    monitor_state: str = ""  # a MonitorState value ("" from clients that run no monitor)
 
 
 @dataclass
@@ -318,19 +317,10 @@ class Bye(JsonMessage):
     pid: int
 
 
-# Trace kinds and phases as they travel in Command and TraceEvent.
-NPUTRACE = "nputrace"
-GPUTRACE = "gputrace"
-NPUMONITOR = "npumonitor"  # not a trace, but sent as a Command too
-PHASE_READY = "ready"
-PHASE_RUNNING = "running"
-PHASE_FINISHED = "finished"
-PHASE_FAILED = "failed"
-
-
 @dataclass
 class Command(JsonMessage):
-    """A trace for the process: msMonitor config text (nputrace) or Kineto config text (gputrace)."""
+    """A command for the process: a :class:`~.vocabulary.CommandKind` value, the id the process answers
+    with (a trace id, or the npu-monitor command's id) and its config text (:mod:`.configtext`)."""
 
     kind: str
     trace_id: str
@@ -342,7 +332,7 @@ class TraceEvent(JsonMessage):
     """A trace's phase change in one process; ``stop_step`` is exclusive."""
 
     trace_id: str
-    phase: str
+    phase: str  # a TracePhase value
     current_step: int = 0
     start_step: int = -1
     stop_step: int = -1
@@ -352,16 +342,12 @@ class TraceEvent(JsonMessage):
     warnings: List[str] = field(default_factory=list)
 
 
-MONITOR_RUNNING = "running"
-MONITOR_IDLE = "idle"
-
-
 @dataclass
 class MonitorEvent(JsonMessage):
     """The monitor's state after an npu-monitor command (``command_id``), or after it stopped by itself."""
 
     command_id: str
-    state: str
+    state: str  # a MonitorState value
     backend: str = ""
     reason: str = ""  # why it stopped on its own: "duration"
     unavailable: Dict[str, str] = field(default_factory=dict)  # kind -> why this backend cannot record it

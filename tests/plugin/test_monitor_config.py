@@ -2,7 +2,8 @@
 
 import unittest
 
-from msmonitor_plugin.monitor.config import ConfigError, ExportType, MonitorConfig, parse_text
+from msmonitor_plugin import configtext
+from msmonitor_plugin.monitor.config import ConfigError, ExportType, MonitorConfig
 from msmonitor_plugin.monitor.filters import Filter
 from msmonitor_plugin.monitor.records import Kind
 
@@ -41,11 +42,25 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual((config.rotate_lines, config.rotate_files, config.top_n), (200, 3, 5))
         self.assertEqual(config.filter, Filter.parse("Kernel:mat"))
 
-    def test_round_trips_through_text_with_the_daemons_indentation(self):
-        config = parse(NPU_MONITOR_FILTER="Kernel:a,b;API:c", JSONL_ROTATE_LOG_LINES="300")
-        text = "".join(f"    {line}\n" for line in config.to_text().splitlines())
-        self.assertEqual(MonitorConfig.from_text(text), config)
-        self.assertEqual(parse_text("A=1\nnot a pair\n  B = x=y \n"), {"A": "1", "B": "x=y"})
+    def test_reads_what_the_key_table_renders_even_indented_and_commented(self):
+        values = {
+            "NPU_MONITOR_START": True,
+            "NPU_MONITOR_STOP": False,
+            "REPORT_INTERVAL_S": 10,
+            "DURATION": 0,
+            "MSPTI_ACTIVITY_KIND": ["Kernel", "API"],
+            "NPU_MONITOR_LOG_FILE": "",
+            "NPU_MONITOR_EXPORT_TYPE": "DB",
+            "JSONL_ROTATE_LOG_LINES": "300",
+            "NPU_MONITOR_FILTER": "Kernel:a,b;API:c",
+        }
+        rendered = configtext.render(configtext.NPUMONITOR, values)
+        text = "# npu-monitor\n" + "".join(f"    {line}\n" for line in rendered.splitlines())
+        config = MonitorConfig.parse(configtext.parse(text))
+        self.assertEqual(config, parse(NPU_MONITOR_FILTER="Kernel:a,b;API:c", JSONL_ROTATE_LOG_LINES="300"))
+        self.assertEqual(configtext.parse("A=1\n\n  B = x=y \n"), {"A": "1", "B": "x=y"})
+        with self.assertRaisesRegex(configtext.ConfigTextError, "'not a pair' is not KEY=VALUE"):
+            configtext.parse("A=1\nnot a pair\n")
 
     def test_required_keys_and_bad_values_name_the_key(self):
         for key in BASE:

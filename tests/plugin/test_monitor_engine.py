@@ -6,9 +6,10 @@ import unittest
 
 from msmonitor_plugin.monitor.backends import NoBackend
 from msmonitor_plugin.monitor.config import MonitorConfig
-from msmonitor_plugin.monitor.engine import Monitor, MonitorState
+from msmonitor_plugin.monitor.engine import Monitor
 from msmonitor_plugin.monitor.records import HOST, Kind, Record
 from msmonitor_plugin.monitor.torch_backend import SELF_TIME_TYPE, Sampler, classify
+from msmonitor_plugin.vocabulary import MonitorState
 
 
 class ScriptedBackend:

@@ -4,9 +4,11 @@ import time
 import unittest
 
 from msmonitor_plugin import wire
+from msmonitor_plugin.configtext import ConfigTextError
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.trace.spec import SpecError, kineto_output_file, parse
+from msmonitor_plugin.trace.spec import kineto_output_file, parse
+from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
 class RecorderStandIn:
@@ -31,7 +33,7 @@ class RecorderStandIn:
 def npu_command(trace_id="7", **keys):
     text = {"ACTIVITIES_LOG_FILE": "/out", "PROFILE_START_STEP": "5", "ACTIVITIES_ITERATIONS": "3"}
     text.update(keys)
-    return wire.Command(wire.NPUTRACE, trace_id, "\n".join(f"{k}={v}" for k, v in text.items()))
+    return wire.Command(CommandKind.NPUTRACE, trace_id, "\n".join(f"{k}={v}" for k, v in text.items()))
 
 
 class SessionTest(unittest.TestCase):
@@ -52,7 +54,7 @@ class SessionTest(unittest.TestCase):
 
     def wait_written(self):
         for _ in range(500):
-            if self.events and self.events[-1].phase in (wire.PHASE_FINISHED, wire.PHASE_FAILED):
+            if self.events and self.events[-1].phase in (TracePhase.FINISHED, TracePhase.FAILED):
                 return self.events[-1]
             time.sleep(0.01)  # the writer runs on its own thread
         self.fail("the trace was never written")
@@ -60,15 +62,15 @@ class SessionTest(unittest.TestCase):
     def test_records_exactly_steps_s_to_s_plus_n_minus_1(self):
         self.steps(2)  # step 2 is running
         self.tracer.accept(npu_command())
-        self.assertEqual(self.events[0].phase, wire.PHASE_READY)
+        self.assertEqual(self.events[0].phase, TracePhase.READY)
         self.assertEqual((self.events[0].start_step, self.events[0].stop_step), (5, 8))
         self.steps(3)  # boundary that begins step 5
         self.assertEqual(self.recorders[0].calls, [("start", 5)])
-        self.assertEqual(self.events[1].phase, wire.PHASE_RUNNING)
+        self.assertEqual(self.events[1].phase, TracePhase.RUNNING)
         self.steps(3)  # steps 6 and 7 begin, then 8 ends the trace
         self.assertEqual(self.recorders[0].calls, [("start", 5), ("step",), ("step",), ("stop",)])
         finished = self.wait_written()
-        self.assertEqual(finished.phase, wire.PHASE_FINISHED)
+        self.assertEqual(finished.phase, TracePhase.FINISHED)
         self.assertEqual(finished.files, ["/out/trace.json"])
         self.assertIsNone(self.counter.pending, "nothing left on the hot path")
         self.assertEqual(self.tracer.state(), ("", ""))
@@ -89,7 +91,7 @@ class SessionTest(unittest.TestCase):
     def test_a_roundup_start_slipped_past_while_arming_moves_to_the_next_multiple(self):
         self.steps(7)
         text = "ACTIVITIES_LOG_FILE=/tmp/t.json\nPROFILE_START_ITERATION_ROUNDUP=5\nACTIVITIES_ITERATIONS=2"
-        self.tracer.accept(wire.Command(wire.GPUTRACE, "9", text))
+        self.tracer.accept(wire.Command(CommandKind.GPUTRACE, "9", text))
         self.assertEqual(self.events[0].start_step, 10)
         self.counter.count = 10  # boundary 10 passed before the hook was read
         self.steps(5)  # boundary 15 is the next multiple
@@ -98,7 +100,7 @@ class SessionTest(unittest.TestCase):
     def test_a_start_step_that_already_began_fails_with_the_reason(self):
         self.steps(5)
         self.tracer.accept(npu_command())
-        self.assertEqual(self.events[-1].phase, wire.PHASE_FAILED)
+        self.assertEqual(self.events[-1].phase, TracePhase.FAILED)
         self.assertIn("start step 5 has already begun (the process is at step 5)", self.events[-1].error)
         self.assertIsNone(self.counter.pending)
 
@@ -107,16 +109,16 @@ class SessionTest(unittest.TestCase):
         self.tracer.accept(npu_command("1"))
         self.tracer.accept(npu_command("2"))
         self.assertEqual(
-            [(e.trace_id, e.phase) for e in self.events], [("1", wire.PHASE_READY), ("2", wire.PHASE_FAILED)]
+            [(e.trace_id, e.phase) for e in self.events], [("1", TracePhase.READY), ("2", TracePhase.FAILED)]
         )
         self.assertIn("busy with trace 1", self.events[-1].error)
-        self.assertEqual(self.tracer.state(), ("1", wire.PHASE_READY))
+        self.assertEqual(self.tracer.state(), ("1", TracePhase.READY))
 
     def test_exit_mid_trace_reports_failure(self):
         self.tracer.accept(npu_command())
         self.steps(6)
         self.tracer.abort("the process exited at step 6")
-        self.assertEqual(self.events[-1].phase, wire.PHASE_FAILED)
+        self.assertEqual(self.events[-1].phase, TracePhase.FAILED)
         self.assertEqual(self.events[-1].error, "the process exited at step 6")
 
     def test_kineto_iteration_mode_starts_at_the_next_roundup_multiple(self):
@@ -125,7 +127,7 @@ class SessionTest(unittest.TestCase):
             "ACTIVITIES_LOG_FILE=/tmp/t.json\nPROFILE_START_ITERATION=0\n"
             "PROFILE_START_ITERATION_ROUNDUP=5\nACTIVITIES_ITERATIONS=2"
         )
-        self.tracer.accept(wire.Command(wire.GPUTRACE, "9", text))
+        self.tracer.accept(wire.Command(CommandKind.GPUTRACE, "9", text))
         self.assertEqual((self.events[0].start_step, self.events[0].stop_step), (10, 12))
 
     def test_a_recorder_that_raises_fails_the_trace_not_the_step(self):
@@ -135,7 +137,7 @@ class SessionTest(unittest.TestCase):
         tracer = Tracer(self.counter, self.events.append, broken)
         tracer.accept(npu_command(PROFILE_START_STEP="1"))
         self.steps(1)  # must not raise
-        self.assertEqual(self.events[-1].phase, wire.PHASE_FAILED)
+        self.assertEqual(self.events[-1].phase, TracePhase.FAILED)
         self.assertIn("RuntimeError: no profiler here", self.events[-1].error)
 
 
@@ -152,7 +154,7 @@ class SpecTest(unittest.TestCase):
     def test_time_based(self):
         spec = parse(
             wire.Command(
-                wire.NPUTRACE,
+                CommandKind.NPUTRACE,
                 "1",
                 "ACTIVITIES_LOG_FILE=/o\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=300",
             )
@@ -161,12 +163,12 @@ class SpecTest(unittest.TestCase):
         self.assertEqual(spec.duration_ms, 300)
 
     def test_bad_values_name_the_key(self):
-        with self.assertRaisesRegex(SpecError, "ACTIVITIES_ITERATIONS=x is not an integer"):
+        with self.assertRaisesRegex(ConfigTextError, "ACTIVITIES_ITERATIONS=x is not an integer"):
             parse(npu_command(ACTIVITIES_ITERATIONS="x"))
-        with self.assertRaisesRegex(SpecError, "PROFILE_START_STEP=-2 must be >= -1"):
+        with self.assertRaisesRegex(ConfigTextError, "PROFILE_START_STEP=-2 must be >= -1"):
             parse(npu_command(PROFILE_START_STEP="-2"))
-        with self.assertRaisesRegex(SpecError, "ACTIVITIES_LOG_FILE is required"):
-            parse(wire.Command(wire.NPUTRACE, "1", "ACTIVITIES_ITERATIONS=1"))
+        with self.assertRaisesRegex(ConfigTextError, "ACTIVITIES_LOG_FILE is required"):
+            parse(wire.Command(CommandKind.NPUTRACE, "1", "ACTIVITIES_ITERATIONS=1"))
 
     def test_kineto_file_naming(self):
         self.assertEqual(kineto_output_file("/tmp/t.json", 42), "/tmp/t_42.json")

@@ -6,7 +6,7 @@ uses the module the process imported itself. See docs/monitoring.md.
 """
 
 from .config import ConfigError, ExportType, MonitorConfig
-from .engine import ApplyResult, Monitor, MonitorError, MonitorState
+from .engine import ApplyResult, Monitor, MonitorError
 from .records import Kind, Record
 from .report import ChunkAssembler, KindStat, NameStat, Report, ReportError
 
@@ -20,7 +20,6 @@ __all__ = [
     "Monitor",
     "MonitorConfig",
     "MonitorError",
-    "MonitorState",
     "NameStat",
     "Record",
     "Report",

@@ -14,25 +14,24 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import FrozenSet, List, Mapping, Optional, Tuple
 
+from .. import configtext
+from ..vocabulary import (
+    DEFAULT_MONITOR_EXPORT,
+    DEFAULT_MONITOR_KINDS,
+    DEFAULT_REPORT_INTERVAL_S,
+    DEFAULT_TOP_N,
+    MAX_TOP_N,
+    split_list,
+)
 from .filters import KEEP_ALL, Filter
 from .records import LABELS, Kind
 from .writers import KEEP_ALL_FILES, MAX_LINES, MIN_FILES, MIN_LINES
 
 PATH_MAX = 4096
 UINT32_MAX = 2**32 - 1
-MAX_TOP_N = 1000
-DEFAULT_INTERVAL_S = 60
-REQUIRED = (
-    "MSPTI_ACTIVITY_KIND",
-    "REPORT_INTERVAL_S",
-    "DURATION",
-    "NPU_MONITOR_START",
-    "NPU_MONITOR_STOP",
-    "NPU_MONITOR_LOG_FILE",
-    "NPU_MONITOR_EXPORT_TYPE",
-)
+REQUIRED = tuple(key.name for key in configtext.NPUMONITOR if key.required)
 
 
 class ConfigError(ValueError):
@@ -46,19 +45,9 @@ class ExportType(enum.Enum):
     JSONL = "Jsonl"
 
 
-def parse_text(text: str) -> Dict[str, str]:
-    """``KEY=VALUE`` lines (indented or not) → dict; lines without ``=`` are ignored."""
-    out: Dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
 def _kinds(value: str) -> FrozenSet[Kind]:
     try:
-        return frozenset(Kind.parse(token.strip(" ")) for token in value.split(",") if token.strip(" "))
+        return frozenset(Kind.parse(token) for token in split_list(value))
     except ValueError:
         raise ConfigError("MSPTI_ACTIVITY_KIND", value, "comma list of " + ", ".join(LABELS)) from None
 
@@ -99,21 +88,25 @@ def _int(key: str, value: str) -> int:
         raise ConfigError(key, value, "an integer") from None
 
 
+DEFAULT_KINDS = frozenset(Kind.parse(label) for label in split_list(DEFAULT_MONITOR_KINDS))
+DEFAULT_EXPORT = ExportType(DEFAULT_MONITOR_EXPORT)
+
+
 @dataclass(frozen=True)
 class MonitorConfig:
     """One npu-monitor command. ``report_interval_s == 0`` means "leave the interval unchanged"."""
 
     start: bool = False
     stop: bool = False
-    report_interval_s: int = DEFAULT_INTERVAL_S
+    report_interval_s: int = DEFAULT_REPORT_INTERVAL_S
     duration_s: float = 0.0
-    kinds: FrozenSet[Kind] = frozenset({Kind.MARKER})
+    kinds: FrozenSet[Kind] = DEFAULT_KINDS
     log_dir: str = ""
-    export_type: ExportType = ExportType.DB
+    export_type: ExportType = DEFAULT_EXPORT
     rotate_lines: Optional[int] = None  # None: MSMONITOR_JSONL_ROTATE_LOG_LINES or the default
     rotate_files: Optional[int] = None
     filter: Filter = KEEP_ALL
-    top_n: int = 10
+    top_n: int = DEFAULT_TOP_N
     warnings: Tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
@@ -142,30 +135,6 @@ class MonitorConfig:
             warnings=tuple(warnings),
         )
 
-    @classmethod
-    def from_text(cls, text: str) -> MonitorConfig:
-        return cls.parse(parse_text(text))
-
-    def to_mapping(self) -> Dict[str, str]:
-        """The keys again (what the daemon sends); ``parse(to_mapping())`` gives an equal config."""
-        kinds = ",".join(k.label for k in sorted(self.kinds))
-        return {
-            "NPU_MONITOR_START": str(self.start).lower(),
-            "NPU_MONITOR_STOP": str(self.stop).lower(),
-            "REPORT_INTERVAL_S": str(self.report_interval_s),
-            "DURATION": repr(float(self.duration_s)),
-            "MSPTI_ACTIVITY_KIND": kinds,
-            "NPU_MONITOR_LOG_FILE": self.log_dir,
-            "NPU_MONITOR_EXPORT_TYPE": self.export_type.value,
-            "JSONL_ROTATE_LOG_LINES": "" if self.rotate_lines is None else str(self.rotate_lines),
-            "JSONL_ROTATE_LOG_FILES": "" if self.rotate_files is None else str(self.rotate_files),
-            "NPU_MONITOR_FILTER": self.filter.text,
-            "TOP_N": str(self.top_n),
-        }
-
-    def to_text(self) -> str:
-        return "".join(f"{k}={v}\n" for k, v in self.to_mapping().items())
-
 
 def _rotate_lines(value: str, warnings: List[str]) -> Optional[int]:
     if not value:
@@ -191,7 +160,7 @@ def _rotate_files(value: str, warnings: List[str]) -> Optional[int]:
 
 def _top_n(value: str) -> int:
     if not value:
-        return 10
+        return DEFAULT_TOP_N
     n = _int("TOP_N", value)
     if not 1 <= n <= MAX_TOP_N:
         raise ConfigError("TOP_N", value, f"1 to {MAX_TOP_N}")

@@ -18,15 +18,14 @@ must not block for long, and exceptions they raise are logged and swallowed.
 
 from __future__ import annotations
 
-import collections
-import enum
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..vocabulary import MonitorState
 from .aggregate import Aggregator
 from .backends import Backend, Collector, select_backend
 from .config import ExportType, MonitorConfig
@@ -37,12 +36,6 @@ from .writers import JsonlWriter, SqliteWriter, WriterThread, dump_interval_s, q
 log = logging.getLogger("msmonitor_plugin")
 
 BackendFactory = Callable[[Mapping[str, str]], Tuple[Backend, List[str]]]
-MAX_PENDING_REPORTS = 8
-
-
-class MonitorState(enum.Enum):
-    IDLE = "Idle"
-    RUNNING = "Running"
 
 
 class MonitorError(RuntimeError):
@@ -105,7 +98,6 @@ class Monitor:
         self._session: Optional[_Session] = None
         self._thread: Optional[threading.Thread] = None
         self._seq = 0
-        self._reports: Deque[Report] = collections.deque(maxlen=MAX_PENDING_REPORTS)
 
     @property
     def state(self) -> MonitorState:
@@ -136,17 +128,6 @@ class Monitor:
             session.unavailable = {k.label: reason for k, reason in sorted(unavailable.items())}
             self._wake.notify_all()
             return self._result(session, config)
-
-    def start(self, config: MonitorConfig) -> ApplyResult:
-        return self.apply(_replace(config, start=True, stop=False))
-
-    def reconfigure(self, config: MonitorConfig) -> ApplyResult:
-        return self.apply(_replace(config, start=False, stop=False))
-
-    def poll_report(self) -> Optional[Report]:
-        """The oldest report not yet polled (reports are also passed to ``on_report``)."""
-        with self._lock:
-            return self._reports.popleft() if self._reports else None
 
     def stop(self, reason: str = "command") -> Optional[Report]:
         """Stop monitoring (idempotent); returns the final report (metric mode) and calls on_stopped."""
@@ -262,7 +243,6 @@ class Monitor:
         )
 
     def _deliver(self, report: Report) -> None:
-        self._reports.append(report)
         if self.on_report is not None:
             try:
                 self.on_report(report)
@@ -316,4 +296,4 @@ def _save_dir(path: str) -> str:
     return directory
 
 
-__all__ = ["ApplyResult", "Kind", "Monitor", "MonitorConfig", "MonitorError", "MonitorState", "Report"]
+__all__ = ["ApplyResult", "Kind", "Monitor", "MonitorConfig", "MonitorError", "Report"]

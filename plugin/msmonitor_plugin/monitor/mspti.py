@@ -144,17 +144,6 @@ class BufferPool:
         with self._lock:
             return len(self._owned) - len(self._free)
 
-    def resize(self, buffer_bytes: int, max_buffers: int) -> None:
-        """New sizes apply to buffers allocated from now on; free buffers of the old size are released."""
-        with self._lock:
-            self.max_buffers = max_buffers
-            if buffer_bytes != self.buffer_bytes:
-                self.buffer_bytes = buffer_bytes
-                for addr in self._free:
-                    del self._owned[addr]
-                    del self._views[addr]
-                self._free.clear()
-
 
 class MsptiLibrary:
     """The loaded library: prototypes, the buffer pool, and the callbacks (alive as long as the process)."""

@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ..vocabulary import timestamp
 from .records import (
     API_KINDS,
     HOST,
@@ -50,13 +51,8 @@ DEFAULT_DUMP_MS, MIN_DUMP_MS = 30000, 1000
 SCHEMA_VERSION = "1"
 
 
-def stamp(ms: int) -> str:
-    """msMonitor's file time stamp: local ``YYYYmmddHHMMSS`` plus three digits of milliseconds."""
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
-
-
 def file_name(pid: int, ms: int, rank: int, ext: str) -> str:
-    return f"msmonitor_{pid}_{stamp(ms)}_{rank}.{ext}"
+    return f"msmonitor_{pid}_{timestamp(ms)}_{rank}.{ext}"
 
 
 def _env_int(env: Mapping[str, str], name: str) -> Optional[int]:

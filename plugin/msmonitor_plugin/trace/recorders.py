@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, List
 
-from .. import wire
+from ..vocabulary import CommandKind, timestamp
 from .analyse import analyse_file
 from .spec import TraceSpec, kineto_output_file
 
@@ -54,16 +54,11 @@ class Recorder:
 
 
 def recorder_for(spec: TraceSpec) -> Recorder:
-    if "torch_npu" in sys.modules and spec.kind == wire.NPUTRACE:
+    if "torch_npu" in sys.modules and spec.kind == CommandKind.NPUTRACE:
         return NpuRecorder(spec)
     if "torch" in sys.modules:
         return TorchRecorder(spec)
     raise RecorderError("this process has not imported torch (or torch_npu): there is no profiler to run")
-
-
-def _stamp() -> str:
-    now = time.time()
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{int(now * 1000) % 1000:03d}"
 
 
 class TorchRecorder(Recorder):
@@ -98,16 +93,18 @@ class TorchRecorder(Recorder):
             with_modules=spec.with_modules,
         )
         host, pid = socket.gethostname(), os.getpid()
-        if spec.kind == wire.GPUTRACE:  # where stock Kineto would write it
+        if spec.kind == CommandKind.GPUTRACE:  # where stock Kineto would write it
             self._file = kineto_output_file(spec.log_file, pid)
             self._dir = os.path.dirname(self._file) or "."
         else:
-            self._dir = os.path.join(spec.log_file, f"{host}_{pid}_{_stamp()}_{self.backend}")
+            self._dir = os.path.join(
+                spec.log_file, f"{host}_{pid}_{timestamp(int(time.time() * 1000))}_{self.backend}"
+            )
             self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
 
     @property
     def output(self) -> str:
-        return self._file if self.spec.kind == wire.GPUTRACE else self._dir
+        return self._file if self.spec.kind == CommandKind.GPUTRACE else self._dir
 
     def write(self) -> List[str]:
         os.makedirs(self._dir, exist_ok=True)

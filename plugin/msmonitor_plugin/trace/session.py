@@ -15,9 +15,11 @@ import time
 from typing import Callable, Deque, Optional, Tuple
 
 from .. import wire
+from ..configtext import ConfigTextError
 from ..steps import StepCounter
+from ..vocabulary import TracePhase
 from .recorders import Recorder, recorder_for
-from .spec import SpecError, TraceSpec, parse
+from .spec import TraceSpec, parse
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -35,7 +37,7 @@ class TraceSession:
         recorder_factory: RecorderFactory = recorder_for,
     ) -> None:
         self.spec = spec
-        self.phase = wire.PHASE_READY
+        self.phase = TracePhase.READY
         self.start_step = -1
         self.stop_step = -1
         self._counter = counter
@@ -76,9 +78,9 @@ class TraceSession:
     def on_boundary(self, count: int) -> None:
         """Called at each step boundary while this trace is pending; never raises."""
         try:
-            if self.phase == wire.PHASE_READY:
+            if self.phase == TracePhase.READY:
                 self._maybe_start(count)
-            elif self.phase == wire.PHASE_RUNNING:
+            elif self.phase == TracePhase.RUNNING:
                 self._advance(count)
         except Exception as exc:
             log.exception("trace %s failed", self.spec.trace_id)
@@ -108,7 +110,7 @@ class TraceSession:
         self.start_step = count
         if not self.spec.step_based:
             self._stop_at_ms = max(time.time() * 1000, self.spec.start_time_ms) + self.spec.duration_ms
-        self.phase = wire.PHASE_RUNNING
+        self.phase = TracePhase.RUNNING
         self._emit(count)
 
     def _advance(self, count: int) -> None:
@@ -131,19 +133,19 @@ class TraceSession:
         except Exception as exc:
             log.exception("writing trace %s failed", self.spec.trace_id)
             return self._fail(f"writing the trace failed: {type(exc).__name__}: {exc}")
-        self.phase = wire.PHASE_FINISHED
+        self.phase = TracePhase.FINISHED
         self._emit(files=files)
         self._on_done()
 
     # --- any thread -------------------------------------------------------------------------------
 
     def abort(self, why: str) -> None:
-        if self.phase in (wire.PHASE_READY, wire.PHASE_RUNNING):
+        if self.phase in (TracePhase.READY, TracePhase.RUNNING):
             self._counter.pending = None
             self._fail(why)
 
     def _fail(self, error: str) -> None:
-        self.phase = wire.PHASE_FAILED
+        self.phase = TracePhase.FAILED
         self._emit(error=error)
         self._on_done()
 
@@ -186,15 +188,15 @@ class Tracer:
                 return self._report(
                     wire.TraceEvent(
                         trace_id=command.trace_id,
-                        phase=wire.PHASE_FAILED,
+                        phase=TracePhase.FAILED,
                         error=f"busy with trace {active.spec.trace_id}",
                     )
                 )
             try:
                 spec = parse(command)
-            except SpecError as exc:
+            except ConfigTextError as exc:
                 return self._report(
-                    wire.TraceEvent(trace_id=command.trace_id, phase=wire.PHASE_FAILED, error=str(exc))
+                    wire.TraceEvent(trace_id=command.trace_id, phase=TracePhase.FAILED, error=str(exc))
                 )
             self._seen.append(command.trace_id)
             self.session = TraceSession(spec, self._counter, self._report, self._done, self._recorder_factory)
@@ -203,7 +205,7 @@ class Tracer:
     def state(self) -> Tuple[str, str]:
         """(trace id, phase) for the heartbeat; ("", "") when idle."""
         session = self.session
-        if session is None or session.phase not in (wire.PHASE_READY, wire.PHASE_RUNNING):
+        if session is None or session.phase not in (TracePhase.READY, TracePhase.RUNNING):
             return "", ""
         return session.spec.trace_id, session.phase
 

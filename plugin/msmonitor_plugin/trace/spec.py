@@ -7,19 +7,18 @@ recording options, and where the output goes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
-from .. import wire
-
-
-class SpecError(ValueError):
-    """The config text asks for something invalid; the message names the key."""
+from .. import configtext, wire
+from ..configtext import ConfigTextError
+from ..vocabulary import CommandKind
 
 
 @dataclass
 class TraceSpec:
-    kind: str  # wire.NPUTRACE or wire.GPUTRACE
+    kind: CommandKind  # NPUTRACE or GPUTRACE
     trace_id: str
     log_file: str  # nputrace: output directory; gputrace: Kineto's file name (``_<pid>`` gets inserted)
     start_step: Optional[int] = None  # -1: the next step to begin
@@ -34,7 +33,7 @@ class TraceSpec:
     with_flops: bool = False
     with_modules: bool = False
     analyse: bool = False
-    # Ascend-only settings passed through to torch_npu's experimental config.
+    # Ascend-only settings passed through to torch_npu's experimental config, as their text.
     npu: Dict[str, str] = field(default_factory=dict)
 
     @property
@@ -42,45 +41,32 @@ class TraceSpec:
         return self.iterations > 0
 
 
-def parse_lines(text: str) -> Dict[str, str]:
-    """KEY=VALUE lines, trimmed; blank lines and ``#`` comments skipped (as Kineto and torch_npu do)."""
-    values = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise SpecError(f"config line {line!r} is not KEY=VALUE")
-        values[key.strip()] = value.strip()
-    return values
-
-
 def parse(command: wire.Command) -> TraceSpec:
-    values = parse_lines(command.config)
-    if command.kind == wire.NPUTRACE:
-        return _npu(command.trace_id, values)
-    if command.kind == wire.GPUTRACE:
-        return _kineto(command.trace_id, values)
-    raise SpecError(f"unknown trace kind {command.kind!r}")
+    """Raises ConfigTextError naming the key."""
+    raw = configtext.parse(command.config)
+    if command.kind == CommandKind.NPUTRACE:
+        return _npu(command.trace_id, raw)
+    if command.kind == CommandKind.GPUTRACE:
+        return _kineto(command.trace_id, raw)
+    raise ConfigTextError(f"unknown trace kind {command.kind!r}")
 
 
-def _npu(trace_id: str, v: Dict[str, str]) -> TraceSpec:
-    spec = TraceSpec(wire.NPUTRACE, trace_id, _required(v, "ACTIVITIES_LOG_FILE"))
-    spec.iterations = _int(v, "ACTIVITIES_ITERATIONS", 0, minimum=0)
+def _npu(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
+    v = configtext.read(configtext.NPUTRACE, raw)
+    at_least = functools.partial(_at_least, v, raw)
+    if not v["ACTIVITIES_LOG_FILE"]:
+        raise ConfigTextError("ACTIVITIES_LOG_FILE is required")
+    spec = TraceSpec(CommandKind.NPUTRACE, trace_id, v["ACTIVITIES_LOG_FILE"])
+    spec.iterations = at_least("ACTIVITIES_ITERATIONS", 0)
     if spec.step_based:
-        spec.start_step = _int(v, "PROFILE_START_STEP", -1, minimum=-1)
+        spec.start_step = at_least("PROFILE_START_STEP", -1)
     else:
-        spec.start_time_ms = _int(v, "PROFILE_START_TIME", 0, minimum=0)
-        spec.duration_ms = _int(v, "ACTIVITIES_DURATION_MSECS", 0, minimum=1)
-    spec.activities = [a for a in v.get("PROFILE_ACTIVITIES", "CPU,NPU").split(",") if a]
-    spec.record_shapes = _bool(v, "PROFILE_RECORD_SHAPES")
-    spec.profile_memory = _bool(v, "PROFILE_PROFILE_MEMORY")
-    spec.with_stack = _bool(v, "PROFILE_WITH_STACK")
-    spec.with_flops = _bool(v, "PROFILE_WITH_FLOPS")
-    spec.with_modules = _bool(v, "PROFILE_WITH_MODULES")
-    spec.analyse = _bool(v, "PROFILE_ANALYSE")
-    spec.npu = {k: val for k, val in v.items() if k.startswith("PROFILE_") and k not in _COMMON_KEYS}
+        spec.start_time_ms = at_least("PROFILE_START_TIME", 0)
+        spec.duration_ms = at_least("ACTIVITIES_DURATION_MSECS", 1)
+    spec.activities = v["PROFILE_ACTIVITIES"]
+    _options(spec, v, shapes_key="PROFILE_RECORD_SHAPES")
+    spec.analyse = v["PROFILE_ANALYSE"]
+    spec.npu = {k: val for k, val in raw.items() if k.startswith("PROFILE_") and k not in _COMMON_KEYS}
     return spec
 
 
@@ -98,50 +84,35 @@ _COMMON_KEYS = {
 }
 
 
-def _kineto(trace_id: str, v: Dict[str, str]) -> TraceSpec:
-    spec = TraceSpec(
-        wire.GPUTRACE,
-        trace_id,
-        v.get("ACTIVITIES_LOG_FILE", "/tmp/libkineto_activities.json"),
-        activities=["CPU", "GPU"],
-    )
-    spec.iterations = _int(v, "ACTIVITIES_ITERATIONS", 0, minimum=0)
+def _kineto(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
+    v = configtext.read(configtext.GPUTRACE, raw)
+    at_least = functools.partial(_at_least, v, raw)
+    spec = TraceSpec(CommandKind.GPUTRACE, trace_id, v["ACTIVITIES_LOG_FILE"], activities=["CPU", "GPU"])
+    spec.iterations = at_least("ACTIVITIES_ITERATIONS", 0)
     if spec.step_based:
         spec.start_step = -1
-        spec.start_roundup = max(1, _int(v, "PROFILE_START_ITERATION_ROUNDUP", 1, minimum=0))
+        spec.start_roundup = max(1, at_least("PROFILE_START_ITERATION_ROUNDUP", 0))
     else:
-        spec.start_time_ms = _int(v, "PROFILE_START_TIME", 0, minimum=0)
-        spec.duration_ms = _int(v, "ACTIVITIES_DURATION_MSECS", 500, minimum=1)
-    spec.record_shapes = _bool(v, "PROFILE_REPORT_INPUT_SHAPES")
-    spec.profile_memory = _bool(v, "PROFILE_PROFILE_MEMORY")
-    spec.with_stack = _bool(v, "PROFILE_WITH_STACK")
-    spec.with_flops = _bool(v, "PROFILE_WITH_FLOPS")
-    spec.with_modules = _bool(v, "PROFILE_WITH_MODULES")
+        spec.start_time_ms = at_least("PROFILE_START_TIME", 0)
+        spec.duration_ms = at_least("ACTIVITIES_DURATION_MSECS", 1)
+    _options(spec, v, shapes_key="PROFILE_REPORT_INPUT_SHAPES")
     return spec
 
 
-def _required(v: Dict[str, str], key: str) -> str:
-    value = v.get(key, "")
-    if not value:
-        raise SpecError(f"{key} is required")
+def _options(spec: TraceSpec, v: Dict[str, Any], shapes_key: str) -> None:
+    spec.record_shapes = v[shapes_key]
+    spec.profile_memory = v["PROFILE_PROFILE_MEMORY"]
+    spec.with_stack = v["PROFILE_WITH_STACK"]
+    spec.with_flops = v["PROFILE_WITH_FLOPS"]
+    spec.with_modules = v["PROFILE_WITH_MODULES"]
+
+
+def _at_least(v: Dict[str, Any], raw: Dict[str, str], key: str, minimum: int) -> int:
+    """The key's value; one that was given must be at least *minimum* (a default may be below it)."""
+    value: int = v[key]
+    if raw.get(key) and value < minimum:
+        raise ConfigTextError(f"{key}={value} must be >= {minimum}")
     return value
-
-
-def _int(v: Dict[str, str], key: str, default: int, minimum: int) -> int:
-    raw = v.get(key, "")
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SpecError(f"{key}={raw} is not an integer") from None
-    if value < minimum:
-        raise SpecError(f"{key}={raw} must be >= {minimum}")
-    return value
-
-
-def _bool(v: Dict[str, str], key: str) -> bool:
-    return v.get(key, "false").lower() == "true"
 
 
 def kineto_output_file(log_file: str, pid: int) -> str:

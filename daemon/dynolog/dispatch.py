@@ -1,4 +1,5 @@
-"""What the daemon does with each IPC message: checks the sender, parses, updates the registry, replies."""
+"""Each IPC datagram to what handles it: the sender is checked, the message parsed, and passed on to the
+registry and the adapter of the client that sent it; replies leave through the same endpoint."""
 
 from __future__ import annotations
 
@@ -10,28 +11,22 @@ from msmonitor_plugin import wire
 
 from . import __version__
 from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
-from .monitoring import MonitorManager
-from .registry import ClientKind, ProcessRecord, Registry
-from .sinks import Sinks
-from .tracing import TraceManager
+from .node import Node
+from .registry import ClientKind, ProcessRecord
 
 log = logging.getLogger("dynolog.ipc")
 
+Handler = Callable[[IpcEndpoint, wire.Datagram, Sender], None]
 
-class IpcMonitor:
-    def __init__(
-        self, registry: Registry, allowed_uids: Sequence[int], sinks: Optional[Sinks] = None
-    ) -> None:
-        self.registry = registry
+
+class IpcDispatcher:
+    def __init__(self, node: Node, allowed_uids: Sequence[int]) -> None:
+        self.node = node
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
-        self.traces = TraceManager(registry, self._push)
-        self.monitors = MonitorManager(registry, self._push, sinks)
         self._allowed_uids = frozenset(allowed_uids)
-        # The endpoint each plugin process talks through: pushes must leave by the same socket.
-        self._plugin_endpoints: Dict[int, IpcEndpoint] = {}
-        self._handlers: Dict[str, Callable[[IpcEndpoint, wire.Datagram, Sender], None]] = {
-            wire.REQ: self._on_kineto_request,
+        self._handlers: Dict[str, Handler] = {
+            wire.REQ: self._on_request,
             wire.CTXT: self._on_context,
             wire.HELLO: self._on_hello,
             wire.EVENT: self._on_event,
@@ -53,7 +48,6 @@ class IpcMonitor:
         self._schedule_expiry(loop)
 
     def close(self) -> None:
-        self.monitors.close()
         if self._expiry is not None:
             self._expiry.cancel()
         for endpoint in self.endpoints:
@@ -74,112 +68,112 @@ class IpcMonitor:
             self.counters.malformed += 1
             log.debug("dropped a datagram from pid %d: %s", sender.pid, exc)
 
-    def _on_kineto_request(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+    # --- registration and polls -------------------------------------------------------------------
+
+    def _on_request(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         request = wire.KinetoRequest.unpack(datagram.payload)
-        new = self.registry.get(sender.pid) is None
-        record = self.registry.poll(
-            sender.pid, sender.uid, request, sender.address, self._poller_kind(endpoint, sender)
+        kind = self._poller_kind(endpoint, sender)
+        record = self._register(
+            sender, lambda: self.node.registry.poll(sender.pid, sender.uid, request, sender.address, kind)
         )
-        if new:
-            _log_registered(record)
-        reply = self.traces.poll(record, request.config_type)
+        if record.accepts_push:
+            reply = b""  # the plugin in the same process takes commands by push: one delivery only
+        elif kind is ClientKind.MSMONITOR:
+            reply = self.node.msmonitor.poll(record)
+        else:
+            reply = self.node.kineto.poll(record, request.config_type)
         endpoint.send(wire.encode(wire.REQ, reply), sender.address)
 
     def _on_context(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        new = self.registry.get(sender.pid) is None
-        count = self.registry.context(
-            sender.pid, sender.uid, wire.KinetoContext.unpack(datagram.payload), sender.address
+        context = wire.KinetoContext.unpack(datagram.payload)
+        registry = self.node.registry
+        record = self._register(
+            sender, lambda: registry.context(sender.pid, sender.uid, context, sender.address)
         )
-        record = self.registry.get(sender.pid)
-        if new and record is not None:
-            _log_registered(record)
-        endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(count)), sender.address)
+        endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(registry.peers(record))), sender.address)
 
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         hello = wire.Hello.from_payload(datagram.payload)
-        new = self.registry.get(sender.pid) is None
-        record = self.registry.plugin_hello(sender.pid, sender.uid, hello, sender.address)
-        self._plugin_endpoints[sender.pid] = endpoint
-        if new:
-            _log_registered(record)
-        ack = wire.Ack(keepalive_s=self.registry.keepalive_s, daemon_version=__version__)
+        record = self._register(
+            sender, lambda: self.node.registry.plugin_hello(sender.pid, sender.uid, hello, sender.address)
+        )
+        self.node.delivery.plugin_seen(sender.pid, endpoint)
+        ack = wire.Ack(keepalive_s=self.node.registry.keepalive_s, daemon_version=__version__)
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
-        self.traces.plugin_hello(record, hello)
+        self.node.plugin.hello(record, hello)
+
+    def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        wire.Bye.from_payload(datagram.payload)
+        record = self.node.registry.get(sender.pid)
+        if record is None:
+            return
+        log.info("process %d left", sender.pid)
+        self.node.process_gone(record, "exited")
+        self.node.registry.plugin_bye(sender.pid)
+
+    # --- what registered processes report ---------------------------------------------------------
 
     def _on_event(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        self.traces.event(self._registered(sender, datagram), wire.TraceEvent.from_payload(datagram.payload))
+        event = wire.TraceEvent.from_payload(datagram.payload)
+        self.node.plugin.event(self._registered(sender, datagram), event)
 
     def _on_monitor(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        self.monitors.monitor_event(
-            self._registered(sender, datagram), wire.MonitorEvent.from_payload(datagram.payload)
-        )
+        event = wire.MonitorEvent.from_payload(datagram.payload)
+        self.node.npumonitor.answered(self._registered(sender, datagram), event)
 
     def _on_metrics(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        self.monitors.metrics_chunk(self._registered(sender, datagram), datagram.payload)
+        self.node.metrics.chunk(self._registered(sender, datagram), datagram.payload)
 
     def _on_data(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         """msMonitor's metric messages, from processes that do not send this project's reports."""
         record = self._registered(sender, datagram)
         if not record.accepts_push:
-            self.monitors.data_message(record, datagram.payload)
-
-    def _registered(self, sender: Sender, datagram: wire.Datagram) -> ProcessRecord:
-        record = self.registry.get(sender.pid)
-        if record is None:
-            raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
-        return record
+            self.node.metrics.data_message(record, datagram.payload)
 
     def _on_npu_status(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         """msMonitor's status structs (torch_npu / MindSpore through IPCMonitor): kept per process."""
         status = wire.NpuStatus.unpack(datagram.payload)
         record = self._registered(sender, datagram)
-        self.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
+        self.node.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
         if datagram.type == wire.NPU_TRACE_STATUS:
-            self.traces.npu_status(record, status)
+            self.node.msmonitor.trace_status(record, status)
 
-    def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
-        wire.Bye.from_payload(datagram.payload)
-        record = self.registry.get(sender.pid)
+    # --- helpers --------------------------------------------------------------------------------------
+
+    def _register(self, sender: Sender, register: Callable[[], ProcessRecord]) -> ProcessRecord:
+        new = self.node.registry.get(sender.pid) is None
+        record = register()
+        if new:
+            log.info(
+                "registered process %d (%s, job %d, rank %d)",
+                record.host_pid,
+                "+".join(sorted(kind.value for kind in record.clients)),
+                record.job_id,
+                record.rank,
+            )
+        return record
+
+    def _registered(self, sender: Sender, datagram: wire.Datagram) -> ProcessRecord:
+        record = self.node.registry.get(sender.pid)
         if record is None:
-            return
-        log.info("process %d left", sender.pid)
-        self.traces.process_gone(record, "exited")
-        self.monitors.forget(record)
-        self._plugin_endpoints.pop(sender.pid, None)
-        self.registry.plugin_bye(sender.pid)
+            raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
+        return record
 
     def _poller_kind(self, endpoint: IpcEndpoint, sender: Sender) -> ClientKind:
         """A ``req`` on msMonitor's socket, or from a process that sent ``ctxt``, is msMonitor's client."""
-        record = self.registry.get(sender.pid)
+        record = self.node.registry.get(sender.pid)
         if endpoint.flavour == MSMONITOR or (record is not None and ClientKind.MSMONITOR in record.clients):
             return ClientKind.MSMONITOR
         return ClientKind.KINETO
 
-    def _push(self, record: ProcessRecord, data: bytes) -> bool:
-        endpoint = self._plugin_endpoints.get(record.host_pid)
-        address = record.addresses.get(ClientKind.PLUGIN)
-        return endpoint is not None and address is not None and endpoint.send(data, address)
-
     def _schedule_expiry(self, loop: asyncio.AbstractEventLoop) -> None:
         # Sweep four times per keep-alive (at least every 5 s, which also notices exited processes).
-        interval = min(self.registry.keepalive_s / 4, 5.0)
+        interval = min(self.node.registry.keepalive_s / 4, 5.0)
 
         def sweep() -> None:
-            for record in self.registry.expire():
+            for record in self.node.registry.expire():
                 log.info("forgot process %d (job %d, rank %d)", record.host_pid, record.job_id, record.rank)
-                self.traces.process_gone(record, "exited or stopped responding")
-                self.monitors.forget(record)
-                self._plugin_endpoints.pop(record.host_pid, None)
+                self.node.process_gone(record, "exited or stopped responding")
             self._expiry = loop.call_later(interval, sweep)
 
         self._expiry = loop.call_later(interval, sweep)
-
-
-def _log_registered(record: ProcessRecord) -> None:
-    log.info(
-        "registered process %d (%s, job %d, rank %d)",
-        record.host_pid,
-        "+".join(sorted(kind.value for kind in record.clients)),
-        record.job_id,
-        record.rank,
-    )

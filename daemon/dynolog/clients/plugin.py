@@ -1,0 +1,70 @@
+"""This project's plugin: commands are pushed; it reports each trace phase (``mm.event``) and the trace
+it holds in every heartbeat, so a restarted daemon adopts traces it did not stage."""
+
+from __future__ import annotations
+
+import logging
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin import wire
+from msmonitor_plugin.vocabulary import TracePhase
+
+from ..delivery import Delivery
+from ..registry import ProcessRecord
+from ..traces import TraceStore
+
+log = logging.getLogger("dynolog.trace")
+
+PHASES = {
+    TracePhase.READY: pb.TRACE_PHASE_READY,
+    TracePhase.RUNNING: pb.TRACE_PHASE_RUNNING,
+    TracePhase.FINISHED: pb.TRACE_PHASE_FINISHED,
+    TracePhase.FAILED: pb.TRACE_PHASE_FAILED,
+}
+
+
+def phase_of(text: str, unknown: TracePhase = TracePhase.FAILED) -> TracePhase:
+    """A phase as the plugin sent it (a str enum is looked up by value, never by hash)."""
+    try:
+        return TracePhase(text)
+    except ValueError:
+        return unknown
+
+
+class PluginClient:
+    def __init__(self, traces: TraceStore, delivery: Delivery) -> None:
+        self._traces = traces
+        self._delivery = delivery
+
+    def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
+        trace = self._traces.active(record.host_pid)
+        if trace is None:
+            if hello.trace_id:
+                phase = PHASES[phase_of(hello.trace_phase, TracePhase.READY)] if hello.trace_phase else None
+                self._traces.adopt(record, hello.trace_id, phase)
+            return
+        staged = trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED
+        if staged and record.accepts_push:  # the push may have been lost; the plugin ignores repeats
+            self._delivery.push(record, trace.kind, trace.trace_id, trace.config[record.host_pid])
+
+    def event(self, record: ProcessRecord, event: wire.TraceEvent) -> None:
+        trace = self._traces.get(event.trace_id)
+        if trace is None or record.host_pid not in trace.processes:
+            log.info("event for unknown trace %s from pid %d: adopting it", event.trace_id, record.host_pid)
+            trace = self._traces.adopt(record, event.trace_id, pb.TRACE_PHASE_READY)
+        process = trace.processes[record.host_pid]
+        process.current_step, process.start_step, process.stop_step = (
+            event.current_step,
+            event.start_step,
+            event.stop_step,
+        )
+        record.trace_steps = (event.start_step, event.stop_step)
+        if event.output:
+            process.output = event.output
+        process.files[:] = event.files
+        process.error = event.error
+        process.warnings[:] = event.warnings
+        trace.config.pop(record.host_pid, None)
+        phase = phase_of(event.phase)
+        record.trace_state = phase.state()
+        self._traces.set_phase(trace, process, PHASES[phase])

@@ -1,0 +1,57 @@
+"""``dyno gputrace``: dynolog's on-demand trace, in Kineto's keys (stock PyTorch and plugin processes)."""
+
+from __future__ import annotations
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin import configtext
+from msmonitor_plugin.trace.spec import kineto_output_file
+from msmonitor_plugin.vocabulary import CommandKind
+
+from ..registry import ProcessRecord
+from .tracing import TracePolicy
+
+
+class GpuTrace(TracePolicy[pb.GpuTraceRequest]):
+    kind = CommandKind.GPUTRACE
+
+    def label(self, request: pb.GpuTraceRequest) -> str:
+        return "the gputrace"
+
+    def targets(self, request: pb.GpuTraceRequest) -> pb.Targets:
+        return request.targets
+
+    def expected_output(self, request: pb.GpuTraceRequest, record: ProcessRecord) -> str:
+        return kineto_output_file(request.log_file, record.pid)
+
+    def text(self, request: pb.GpuTraceRequest) -> str:
+        r = request
+        values = (
+            {
+                "PROFILE_START_ITERATION": 0,
+                "PROFILE_START_ITERATION_ROUNDUP": r.profile_start_iteration_roundup or 1,
+                "ACTIVITIES_ITERATIONS": r.iterations,
+            }
+            if r.iterations > 0
+            else {"PROFILE_START_TIME": r.profile_start_time_ms, "ACTIVITIES_DURATION_MSECS": r.duration_ms}
+        )
+        memory = (
+            {
+                "PROFILE_PROFILE_MEMORY": True,
+                "PROFILE_MEMORY": True,
+                "PROFILE_MEMORY_DURATION_MSECS": r.duration_ms,
+            }
+            if r.profile_memory
+            else {}
+        )
+        return configtext.render(
+            configtext.GPUTRACE,
+            {
+                "ACTIVITIES_LOG_FILE": r.log_file,
+                **values,
+                "PROFILE_REPORT_INPUT_SHAPES": r.record_shapes,
+                **memory,
+                "PROFILE_WITH_STACK": r.with_stack,
+                "PROFILE_WITH_FLOPS": r.with_flops,
+                "PROFILE_WITH_MODULES": r.with_modules,
+            },
+        )

@@ -1,0 +1,121 @@
+"""``dyno npu-monitor``: start, change or stop each process's monitor, in msMonitor's keys.
+
+Pushed processes answer at once with their monitor's state (and which kinds their backend cannot
+record); the command waits for those answers, briefly, so ``dyno`` can show them. Clients that poll
+(msMonitor's) take it at their next ``req``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import Dict, List
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.vocabulary import (
+    DEFAULT_MONITOR_EXPORT,
+    DEFAULT_MONITOR_KINDS,
+    DEFAULT_TOP_N,
+    CommandKind,
+    MonitorState,
+    Reason,
+    split_list,
+)
+
+from ..commands import CommandResult, Outcome, Policy
+from ..delivery import Delivery
+from ..registry import ProcessRecord
+
+log = logging.getLogger("dynolog.monitor")
+
+ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what they did
+
+
+class NpuMonitor(Policy[pb.NpuMonitorRequest]):
+    kind = CommandKind.NPUMONITOR
+
+    def __init__(self, delivery: Delivery) -> None:
+        self._delivery = delivery
+        self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
+        self._answered = asyncio.Event()
+
+    def label(self, request: pb.NpuMonitorRequest) -> str:
+        return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
+
+    def targets(self, request: pb.NpuMonitorRequest) -> pb.Targets:
+        return request.targets
+
+    def text(self, request: pb.NpuMonitorRequest) -> str:
+        r = request
+        return configtext.render(
+            configtext.NPUMONITOR,
+            {
+                "NPU_MONITOR_START": r.start,
+                "NPU_MONITOR_STOP": r.stop,
+                "REPORT_INTERVAL_S": r.report_interval_s,
+                "DURATION": r.duration_s,
+                "MSPTI_ACTIVITY_KIND": list(r.activity_kinds) or split_list(DEFAULT_MONITOR_KINDS),
+                "NPU_MONITOR_LOG_FILE": r.log_file,
+                "NPU_MONITOR_EXPORT_TYPE": r.export_type or DEFAULT_MONITOR_EXPORT,
+                "JSONL_ROTATE_LOG_LINES": r.jsonl_rotate_log_lines,
+                "JSONL_ROTATE_LOG_FILES": r.jsonl_rotate_log_files,
+                "NPU_MONITOR_FILTER": r.filter,
+                "TOP_N": r.top_n or DEFAULT_TOP_N,
+            },
+        )
+
+    async def deliver(self, request: pb.NpuMonitorRequest, result: CommandResult) -> None:
+        command_id = secrets.token_hex(8)
+        text = self.text(request)
+        self._answers[command_id] = {}
+        pushed: List[Outcome] = []
+        for outcome in result.taken:
+            if self._delivery.send(outcome.record, self.kind, command_id, text):
+                pushed.append(outcome)
+            else:
+                outcome.detail = "staged for the process's next poll"
+        try:
+            await self._await_answers(command_id, len(pushed))
+        finally:  # also when the client gives up meanwhile
+            answers = self._answers.pop(command_id)
+        for outcome in pushed:
+            event = answers.get(outcome.record.host_pid)
+            if event is None:
+                outcome.detail = "sent; no answer yet (see dyno npu-monitor --status)"
+            elif event.error:
+                outcome.refuse(Reason.NOT_SUPPORTED, event.error)
+            else:
+                outcome.detail = _describe(event)
+
+    def answered(self, record: ProcessRecord, event: wire.MonitorEvent) -> None:
+        """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""
+        running = event.state == MonitorState.RUNNING
+        record.monitor_state = MonitorState.RUNNING if running else MonitorState.IDLE
+        if event.reason:
+            log.info("monitor of process %d stopped: %s", record.host_pid, event.reason)
+        answers = self._answers.get(event.command_id)
+        if answers is not None:
+            answers[record.host_pid] = event
+            self._answered.set()
+            self._answered = asyncio.Event()
+
+    async def _await_answers(self, command_id: str, expected: int) -> None:
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        answers = self._answers[command_id]
+        while len(answers) < expected and time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self._answered.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                return
+
+
+def _describe(event: wire.MonitorEvent) -> str:
+    parts = [f"monitor {event.state}" + (f" ({event.backend} backend)" if event.backend else "")]
+    parts += [f"{kind} unavailable: {why}" for kind, why in event.unavailable.items()]
+    parts += event.warnings
+    if event.output:
+        parts.append(f"records to {event.output}")
+    return "; ".join(parts)

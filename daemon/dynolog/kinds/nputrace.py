@@ -1,0 +1,81 @@
+"""``dyno nputrace``: trace chosen steps (or a time window) of processes, in msMonitor's keys."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin import configtext
+from msmonitor_plugin.vocabulary import (
+    DEFAULT_AIC_METRICS,
+    DEFAULT_PROFILER_LEVEL,
+    DEFAULT_TRACE_EXPORT,
+    CommandKind,
+    Reason,
+)
+
+from ..registry import ProcessRecord
+from .tracing import TracePolicy
+
+
+class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
+    kind = CommandKind.NPUTRACE
+
+    def label(self, request: pb.NpuTraceRequest) -> str:
+        return "the nputrace"
+
+    def targets(self, request: pb.NpuTraceRequest) -> pb.Targets:
+        return request.targets
+
+    def refuse(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> Optional[Reason]:
+        if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
+            return Reason.START_STEP_PASSED
+        return None
+
+    def expected_output(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> str:
+        host = record.hostname or self.hostname
+        return f"{request.log_file.rstrip('/')}/{host}_{record.pid}_<timestamp>_<backend>/"
+
+    def text(self, request: pb.NpuTraceRequest) -> str:
+        r = request
+        when = (
+            {
+                "PROFILE_START_ITERATION": 0,
+                "PROFILE_START_STEP": r.start_step,
+                "ACTIVITIES_ITERATIONS": r.iterations,
+            }
+            if r.iterations > 0
+            else {"PROFILE_START_TIME": r.profile_start_time_ms, "ACTIVITIES_DURATION_MSECS": r.duration_ms}
+        )
+        return configtext.render(
+            configtext.NPUTRACE,
+            {
+                "ACTIVITIES_LOG_FILE": r.log_file,
+                **when,
+                "PROFILE_RECORD_SHAPES": r.record_shapes,
+                "PROFILE_PROFILE_MEMORY": r.profile_memory,
+                "PROFILE_WITH_STACK": r.with_stack,
+                "PROFILE_WITH_FLOPS": r.with_flops,
+                "PROFILE_WITH_MODULES": r.with_modules,
+                "PROFILE_ACTIVITIES": list(r.activities),
+                "PROFILE_ANALYSE": r.analyse,
+                "PROFILE_ASYNC_MODE": r.async_mode,
+                "PROFILE_PROFILER_LEVEL": r.profiler_level or DEFAULT_PROFILER_LEVEL,
+                "PROFILE_AIC_METRICS": r.aic_metrics or DEFAULT_AIC_METRICS,
+                "PROFILE_L2_CACHE": r.l2_cache,
+                "PROFILE_OP_ATTR": r.op_attr,
+                "PROFILE_MSPROF_TX": r.msprof_tx,
+                "PROFILE_GC_DETECT_THRESHOLD": (
+                    r.gc_detect_threshold if r.HasField("gc_detect_threshold") else None
+                ),
+                "PROFILE_DATA_SIMPLIFICATION": r.data_simplification,
+                "PROFILE_EXPORT_TYPE": r.export_type or DEFAULT_TRACE_EXPORT,
+                "PROFILE_HOST_SYS": list(r.host_sys),
+                "PROFILE_SYS_IO": r.sys_io,
+                "PROFILE_SYS_INTERCONNECTION": r.sys_interconnection,
+                "PROFILE_MSTX_DOMAIN_INCLUDE": list(r.mstx_domain_include),
+                "PROFILE_MSTX_DOMAIN_EXCLUDE": list(r.mstx_domain_exclude),
+                "PROFILE_IS_RANK": bool(r.targets.ranks),
+                "PROFILE_RANK_LIST": list(r.targets.ranks),
+            },
+        )

@@ -1,0 +1,43 @@
+"""What the trace kinds (nputrace, gputrace) share: a trace id, staged per process, then delivered."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import socket
+
+from msmonitor_plugin import configtext
+
+from ..commands import CommandResult, Policy, Request
+from ..delivery import Delivery
+from ..registry import ProcessRecord
+from ..traces import TraceStore
+
+log = logging.getLogger("dynolog.trace")
+
+
+class TracePolicy(Policy[Request]):
+    def __init__(self, traces: TraceStore, delivery: Delivery) -> None:
+        self._traces = traces
+        self._delivery = delivery
+        self.hostname = socket.gethostname()
+
+    @abc.abstractmethod
+    def text(self, request: Request) -> str:
+        """The config text, as the process's client reads it."""
+
+    @abc.abstractmethod
+    def expected_output(self, request: Request, record: ProcessRecord) -> str: ...
+
+    async def deliver(self, request: Request, result: CommandResult) -> None:
+        trace = self._traces.new(self.kind)
+        result.trace_id = trace.trace_id
+        text = configtext.with_trace_id(self.text(request), trace.trace_id)
+        for outcome in result.taken:
+            record = outcome.record
+            outcome.expected_output = self.expected_output(request, record)
+            self._traces.stage(trace, record, outcome.expected_output)
+            if record.accepts_push:
+                trace.config[record.host_pid] = text  # kept to push again if the push was lost
+            self._delivery.send(record, self.kind, trace.trace_id, text)
+        log.info("%s %s staged for %d process(es)", self.kind.value, trace.trace_id, len(result.taken))

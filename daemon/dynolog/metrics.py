@@ -1,0 +1,146 @@
+"""npu-monitor reports on the daemon: in from processes, on to watchers and sinks.
+
+Every interval a monitoring process sends a report, in chunks, which the daemon reassembles, keeps as
+each process's latest, streams to ``WatchMetrics`` and writes to the configured sinks. msMonitor's own
+``data`` messages are accepted too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+from typing import Dict, Optional, Set, Tuple
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin import wire
+from msmonitor_plugin.monitor.records import Kind
+from msmonitor_plugin.monitor.report import ChunkAssembler, KindStat, NameStat, Report, ReportError
+
+from . import targeting
+from .registry import ProcessRecord, Registry
+from .sinks import ProcessLabels, Sinks, SinkWorker
+
+log = logging.getLogger("dynolog.monitor")
+
+MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
+
+
+def labels_of(record: ProcessRecord, hostname: str) -> ProcessLabels:
+    return ProcessLabels(
+        host=record.hostname or hostname, job=str(record.job_id), rank=record.rank, pid=record.pid
+    )
+
+
+class Metrics:
+    def __init__(self, registry: Registry, sinks: Optional[Sinks] = None) -> None:
+        self.registry = registry
+        self._sinks = SinkWorker(sinks or Sinks([]))
+        self._hostname = socket.gethostname()
+        # host pid -> its latest report, converted for gRPC only when someone watches
+        self._latest: Dict[int, Tuple[ProcessRecord, Report]] = {}
+        self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
+        self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
+
+    # --- what processes tell us -----------------------------------------------------------------
+
+    def chunk(self, record: ProcessRecord, payload: bytes) -> None:
+        """One chunk of a report; the report is published when all its parts arrived."""
+        assembler = self._assemblers.setdefault(record.host_pid, ChunkAssembler(MAX_PARTIAL_REPORTS))
+        try:
+            report = assembler.add(payload)
+        except (ReportError, KeyError, TypeError, ValueError) as exc:
+            raise wire.WireError(f"metrics chunk: {exc!r}") from None
+        if report is not None:
+            self._publish(record, report)
+
+    def data_message(self, record: ProcessRecord, payload: bytes) -> None:
+        """msMonitor's ``data``: one kind's summed duration on one device (markers: per domain and name)."""
+        try:
+            d = json.loads(payload)
+            kind, device, duration, stamp = (
+                Kind.parse(d["kind"]),
+                int(d["deviceId"]),
+                int(d["duration"]),
+                int(d["timestamp"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise wire.WireError(f"data message does not parse: {exc}") from None
+        device = -1 if device >= 2**31 else device  # msMonitor sends the host as an unsigned -1
+        top = [NameStat(str(d.get("name", kind.label)), 1, duration, d.get("domain"))]
+        stat = KindStat(kind, device, 1, duration, duration, duration, top=top, distinct=1)
+        self._publish(record, Report(0, record.pid, "msmonitor", stamp, stamp, 0, kinds=[stat]))
+
+    def forget(self, record: ProcessRecord) -> None:
+        self._latest.pop(record.host_pid, None)
+        self._assemblers.pop(record.host_pid, None)
+        self._sinks.forget(labels_of(record, self._hostname))
+
+    # --- watchers -----------------------------------------------------------------------------------
+
+    def watch(self, targets: pb.Targets, latest: bool) -> asyncio.Queue[pb.MetricsReport]:
+        queue: asyncio.Queue[pb.MetricsReport] = asyncio.Queue(maxsize=1000)
+        if latest:
+            for record in targeting.select(self.registry, targets):
+                kept = self._latest.get(record.host_pid)
+                if kept is not None:
+                    queue.put_nowait(to_proto(*kept, self._hostname))
+        self._watchers.add(queue)
+        return queue
+
+    def unwatch(self, queue: asyncio.Queue[pb.MetricsReport]) -> None:
+        self._watchers.discard(queue)
+
+    def close(self) -> None:
+        self._sinks.close()
+
+    def _publish(self, record: ProcessRecord, report: Report) -> None:
+        self._latest[record.host_pid] = (record, report)
+        if self._watchers:
+            message = to_proto(record, report, self._hostname)
+            for queue in list(self._watchers):
+                if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
+                    queue.get_nowait()
+                queue.put_nowait(message)
+        self._sinks.emit(labels_of(record, self._hostname), report)
+
+
+def to_proto(record: ProcessRecord, report: Report, hostname: str) -> pb.MetricsReport:
+    return pb.MetricsReport(
+        hostname=record.hostname or hostname,
+        pid=record.pid,
+        host_pid=record.host_pid,
+        rank=record.rank,
+        job_id=record.job_id,
+        seq=report.seq,
+        backend=report.backend,
+        start_ns=report.start_ns,
+        end_ns=report.end_ns,
+        sampled_ns=report.sampled_ns,
+        kinds=[_kind(k) for k in report.kinds],
+        dropped=report.dropped,
+        unavailable=report.unavailable,
+        final=report.final,
+    )
+
+
+def _kind(k: KindStat) -> pb.KindStats:
+    return pb.KindStats(
+        kind=k.kind.label,
+        device=k.device,
+        count=k.count,
+        total_ns=k.total_ns,
+        min_ns=k.min_ns,
+        max_ns=k.max_ns,
+        mean_ns=k.mean_ns,
+        distinct=k.distinct,
+        top=[_name(n) for n in k.top],
+        other=_name(k.other),
+    )
+
+
+def _name(n: NameStat) -> pb.NameStats:
+    return pb.NameStats(
+        name=n.name, domain=n.domain or "", count=n.count, total_ns=n.total_ns, mean_ns=n.mean_ns
+    )

@@ -1,0 +1,150 @@
+"""The traces this daemon knows: one per trace command, with the lifecycle of each process in it.
+
+Per process a ``pb.TraceProcess`` moves STAGED → (DELIVERED | READY) → RUNNING → FINISHED | FAILED; the
+store keeps the history of each phase, which process holds which active trace, and the most recent
+:data:`MAX_TRACES` traces for ``dyno trace``. How a phase is learnt depends on the client (plugin
+events, Kineto's polls, msMonitor's status structs): see ``clients/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, OrderedDict, Set
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin.vocabulary import CommandKind
+
+from .registry import ProcessRecord
+
+MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
+ACTIVE = (pb.TRACE_PHASE_STAGED, pb.TRACE_PHASE_DELIVERED, pb.TRACE_PHASE_READY, pb.TRACE_PHASE_RUNNING)
+
+
+@dataclass
+class Trace:
+    trace_id: str
+    kind: CommandKind
+    created_at: float = field(default_factory=time.time)
+    processes: Dict[int, pb.TraceProcess] = field(default_factory=dict)  # by host pid
+    config: Dict[int, str] = field(default_factory=dict)  # staged text per host pid, until taken
+    pulled: Set[int] = field(default_factory=set)  # host pids that took it by polling
+    idle_polls: Dict[int, int] = field(default_factory=dict)  # polls since delivery without starting
+    updated: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return all(p.phase not in ACTIVE for p in self.processes.values())
+
+    def changed(self) -> None:
+        """Wake every watcher; later waits use a fresh event."""
+        self.updated.set()
+        self.updated = asyncio.Event()
+
+    def info(self) -> pb.TraceInfo:
+        return pb.TraceInfo(
+            trace_id=self.trace_id,
+            kind=self.kind.value,
+            created_at=self.created_at,
+            processes=list(self.processes.values()),
+            done=self.done,
+        )
+
+
+class TraceStore:
+    def __init__(self) -> None:
+        self._traces: OrderedDict[str, Trace] = collections.OrderedDict()
+        self._by_process: Dict[int, str] = {}  # host pid -> its active trace id
+
+    def new(self, kind: CommandKind) -> Trace:
+        # Decimal, as dynolog's REQUEST_TRACE_ID: Kineto copies it into the trace's "trace_id".
+        return self._remember(Trace(str(secrets.randbelow(10**18 - 10**17) + 10**17), kind))
+
+    def discard(self, trace: Trace) -> None:
+        """Forget a trace no process took."""
+        self._traces.pop(trace.trace_id, None)
+
+    def get(self, trace_id: str) -> Optional[Trace]:
+        return self._traces.get(trace_id)
+
+    def active(self, host_pid: int) -> Optional[Trace]:
+        """The trace this process holds (staged, delivered, ready or running), if any."""
+        trace_id = self._by_process.get(host_pid)
+        return self._traces.get(trace_id) if trace_id is not None else None
+
+    def holders(self) -> Dict[int, Trace]:
+        """Every process that holds an active trace, with the trace."""
+        return {pid: t for pid, t_id in self._by_process.items() if (t := self._traces.get(t_id))}
+
+    def stage(self, trace: Trace, record: ProcessRecord, output: str) -> pb.TraceProcess:
+        now = time.time()
+        process = trace.processes[record.host_pid] = pb.TraceProcess(
+            pid=record.pid,
+            host_pid=record.host_pid,
+            rank=record.rank,
+            phase=pb.TRACE_PHASE_STAGED,
+            current_step=record.current_step,
+            output=output,
+            updated_at=now,
+            history=[pb.PhaseChange(phase=pb.TRACE_PHASE_STAGED, at=now)],
+        )
+        self._by_process[record.host_pid] = trace.trace_id
+        return process
+
+    def adopt(self, record: ProcessRecord, trace_id: str, phase: pb.TracePhase | None) -> Trace:
+        """A trace this daemon did not stage (it restarted since): follow it from now on."""
+        trace = self._traces.get(trace_id) or self._remember(Trace(trace_id, CommandKind.NPUTRACE))
+        process = trace.processes.setdefault(
+            record.host_pid,
+            pb.TraceProcess(
+                pid=record.pid, host_pid=record.host_pid, rank=record.rank, phase=pb.TRACE_PHASE_READY
+            ),
+        )
+        if phase is not None:
+            process.phase = phase
+        self._by_process[record.host_pid] = trace.trace_id
+        return trace
+
+    def set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase) -> None:
+        process.updated_at = time.time()
+        if process.phase != phase:
+            process.history.add(phase=phase, at=process.updated_at)
+        process.phase = phase
+        if phase not in ACTIVE and self._by_process.get(process.host_pid) == trace.trace_id:
+            del self._by_process[process.host_pid]
+            trace.config.pop(process.host_pid, None)
+        trace.changed()
+
+    def fail(self, host_pid: int, error: str) -> None:
+        """The process's active trace failed (it left, say)."""
+        trace = self.active(host_pid)
+        if trace is not None:
+            process = trace.processes[host_pid]
+            process.error = error
+            self.set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+
+    def _remember(self, trace: Trace) -> Trace:
+        """Keep *trace*; beyond MAX_TRACES forget the oldest finished one (else the oldest at all)."""
+        self._traces[trace.trace_id] = trace
+        while len(self._traces) > MAX_TRACES:
+            oldest = next((t for t in self._traces.values() if t.done), None) or next(
+                iter(self._traces.values())
+            )
+            del self._traces[oldest.trace_id]
+            for host_pid in [p for p, t in self._by_process.items() if t == oldest.trace_id]:
+                del self._by_process[host_pid]
+        return trace
+
+
+def framework_outputs(expected: str, since: float) -> List[str]:
+    """The directories torch_npu / MindSpore wrote under the --log-file since the trace was sent."""
+    root = os.path.dirname(expected.rstrip("/"))  # expected: <log-file>/<host>_<pid>_<timestamp>_<backend>/
+    try:
+        entries = [os.path.join(root, name) for name in os.listdir(root)]
+    except OSError:
+        return []
+    return sorted(p for p in entries if os.path.isdir(p) and os.path.getmtime(p) >= since - 1)

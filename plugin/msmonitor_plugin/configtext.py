@@ -1,0 +1,189 @@
+"""The ``KEY=VALUE`` config text of every command: one codec and one key table per command kind.
+
+The daemon renders a command with :func:`render` and the plugin reads it back with :func:`parse` and
+:func:`read`, both through the same table, so a key's spelling, type and default exist once. nputrace and
+npu-monitor keys follow msMonitor's ``dyno`` exactly (torch_npu and MindSpore read the same text);
+gputrace keys follow dynolog's ``dyno`` for stock Kineto.
+
+One rule for every reader: lines are trimmed, blank lines and ``#`` comments are skipped, and a line
+without ``=`` is an error naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Tuple
+
+from . import vocabulary as v
+from .vocabulary import CommandKind
+
+
+class ConfigTextError(ValueError):
+    """Config text that cannot be read; the message names the line or the key."""
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How a value of one type is written into config text, and read back."""
+
+    write: Callable[[Any], str]
+    read: Callable[[str], Any]
+
+
+def _read_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("true or false")
+    return lowered == "true"
+
+
+def _read_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("an integer") from None
+
+
+def _read_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("a number") from None
+
+
+TEXT = Codec(str, str)
+OPTIONAL_TEXT = Codec(lambda value: str(value) if value not in ("", None) else "None", lambda t: t)
+BOOL = Codec(lambda value: "true" if value else "false", _read_bool)
+INT = Codec(lambda value: str(int(value)), _read_int)
+FLOAT = Codec(lambda value: repr(float(value)), _read_float)
+# msMonitor writes an empty list as None; every reader treats None as empty.
+LIST = Codec(lambda value: ",".join(str(item) for item in value) or "None", v.split_list)
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    codec: Codec
+    default: Any = ""
+    required: bool = False  # msMonitor's reader refuses a command without it
+
+
+Table = Tuple[Key, ...]
+
+# nputrace: msMonitor's dyno (reference/msmonitor.md §2.2). Step-based traces carry the three
+# iteration keys, time-based ones the two time keys.
+NPUTRACE: Table = (
+    Key("ACTIVITIES_LOG_FILE", TEXT),
+    Key("PROFILE_START_ITERATION", INT, 0),
+    Key("PROFILE_START_STEP", INT, -1),
+    Key("ACTIVITIES_ITERATIONS", INT, 0),
+    Key("PROFILE_START_TIME", INT, 0),
+    Key("ACTIVITIES_DURATION_MSECS", INT, 0),
+    Key("PROFILE_RECORD_SHAPES", BOOL, False),
+    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_WITH_STACK", BOOL, False),
+    Key("PROFILE_WITH_FLOPS", BOOL, False),
+    Key("PROFILE_WITH_MODULES", BOOL, False),
+    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
+    Key("PROFILE_ANALYSE", BOOL, False),
+    Key("PROFILE_ASYNC_MODE", BOOL, False),
+    Key("PROFILE_PROFILER_LEVEL", OPTIONAL_TEXT, v.DEFAULT_PROFILER_LEVEL),
+    Key("PROFILE_AIC_METRICS", OPTIONAL_TEXT, v.DEFAULT_AIC_METRICS),
+    Key("PROFILE_L2_CACHE", BOOL, False),
+    Key("PROFILE_OP_ATTR", BOOL, False),
+    Key("PROFILE_MSPROF_TX", BOOL, False),
+    Key("PROFILE_GC_DETECT_THRESHOLD", OPTIONAL_TEXT),
+    Key("PROFILE_DATA_SIMPLIFICATION", BOOL, True),
+    Key("PROFILE_EXPORT_TYPE", OPTIONAL_TEXT, v.DEFAULT_TRACE_EXPORT),
+    Key("PROFILE_HOST_SYS", LIST, []),
+    Key("PROFILE_SYS_IO", BOOL, False),
+    Key("PROFILE_SYS_INTERCONNECTION", BOOL, False),
+    Key("PROFILE_MSTX_DOMAIN_INCLUDE", LIST, []),
+    Key("PROFILE_MSTX_DOMAIN_EXCLUDE", LIST, []),
+    Key("PROFILE_IS_RANK", BOOL, False),
+    Key("PROFILE_RANK_LIST", LIST, []),
+)
+
+# gputrace: dynolog's dyno (reference/dynolog.md §4.1), for stock Kineto.
+GPUTRACE: Table = (
+    Key("ACTIVITIES_LOG_FILE", TEXT, v.DEFAULT_KINETO_LOG_FILE),
+    Key("PROFILE_START_ITERATION", INT, 0),
+    Key("PROFILE_START_ITERATION_ROUNDUP", INT, 1),
+    Key("ACTIVITIES_ITERATIONS", INT, 0),
+    Key("PROFILE_START_TIME", INT, 0),
+    Key("ACTIVITIES_DURATION_MSECS", INT, v.DEFAULT_DURATION_MS),
+    Key("PROFILE_REPORT_INPUT_SHAPES", BOOL, False),
+    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_MEMORY_DURATION_MSECS", INT, 0),
+    Key("PROFILE_WITH_STACK", BOOL, False),
+    Key("PROFILE_WITH_FLOPS", BOOL, False),
+    Key("PROFILE_WITH_MODULES", BOOL, False),
+)
+
+# npu-monitor: msMonitor's dyno (reference/msmonitor.md §3.2), plus this project's TOP_N. Empty values
+# stay empty: torch_npu keeps ``KEY=`` lines.
+NPUMONITOR: Table = (
+    Key("NPU_MONITOR_START", BOOL, False, required=True),
+    Key("NPU_MONITOR_STOP", BOOL, False, required=True),
+    Key("REPORT_INTERVAL_S", INT, v.DEFAULT_REPORT_INTERVAL_S, required=True),
+    Key("DURATION", FLOAT, 0.0, required=True),
+    Key("MSPTI_ACTIVITY_KIND", LIST, v.split_list(v.DEFAULT_MONITOR_KINDS), required=True),
+    Key("NPU_MONITOR_LOG_FILE", TEXT, required=True),
+    Key("NPU_MONITOR_EXPORT_TYPE", TEXT, v.DEFAULT_MONITOR_EXPORT, required=True),
+    Key("JSONL_ROTATE_LOG_LINES", TEXT),
+    Key("JSONL_ROTATE_LOG_FILES", TEXT),
+    Key("NPU_MONITOR_FILTER", TEXT),
+    Key("TOP_N", INT, v.DEFAULT_TOP_N),
+)
+
+TABLES: Dict[CommandKind, Table] = {
+    CommandKind.NPUTRACE: NPUTRACE,
+    CommandKind.GPUTRACE: GPUTRACE,
+    CommandKind.NPUMONITOR: NPUMONITOR,
+}
+
+# Appended by the daemon to every trace command; Kineto copies it into the trace.
+TRACE_ID_KEY = "REQUEST_TRACE_ID"
+
+
+def render(table: Table, values: Mapping[str, Any]) -> str:
+    """The text of *values* (by key name), in the table's order; keys not in *values* are left out."""
+    unknown = set(values) - {key.name for key in table}
+    if unknown:
+        raise KeyError(f"not in the key table: {', '.join(sorted(unknown))}")
+    # Values are checked before (dynoproto.validate): none holds '=' or a line break.
+    return "\n".join(f"{key.name}={key.codec.write(values[key.name])}" for key in table if key.name in values)
+
+
+def with_trace_id(text: str, trace_id: str) -> str:
+    return f"{text}\n{TRACE_ID_KEY}={trace_id}"
+
+
+def parse(text: str) -> Dict[str, str]:
+    """``KEY=VALUE`` lines → their raw values."""
+    values: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigTextError(f"config line {line!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def read(table: Table, raw: Mapping[str, str]) -> Dict[str, Any]:
+    """Every key of *table* as its type: absent or empty values take the key's default."""
+    out: Dict[str, Any] = {}
+    for key in table:
+        text = raw.get(key.name, "").strip()
+        if not text:
+            out[key.name] = key.default
+            continue
+        try:
+            out[key.name] = key.codec.read(text)
+        except ValueError as exc:
+            raise ConfigTextError(f"{key.name}={text} is not {exc}") from None
+    return out

@@ -1,0 +1,117 @@
+"""The words the plugin, the daemon and ``dyno`` share: command kinds, states, phases, reasons, defaults.
+
+Standard library only; the daemon and ``dyno`` import it, and convert to the gRPC enums only at the
+gRPC edge. A state or reason is named here once, with its one wording.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from typing import List, Mapping, Optional
+
+
+class CommandKind(str, enum.Enum):
+    """What a command asks a process to do (the ``kind`` of an ``mm.command``)."""
+
+    NPUTRACE = "nputrace"
+    GPUTRACE = "gputrace"
+    NPUMONITOR = "npumonitor"
+
+    @property
+    def traces(self) -> bool:
+        return self is not CommandKind.NPUMONITOR
+
+
+class TraceState(str, enum.Enum):
+    """A process's trace slot, as msMonitor's status structs and ``dyno processes`` show it."""
+
+    UNINITIALIZED = "uninitialized"
+    IDLE = "idle"
+    READY = "ready"  # a trace waits for its start step or time
+    RUNNING = "running"
+
+    @property
+    def busy(self) -> bool:
+        return self in (TraceState.READY, TraceState.RUNNING)
+
+
+class MonitorState(str, enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    IDLE = "idle"
+    RUNNING = "running"
+
+
+class TracePhase(str, enum.Enum):
+    """One trace in one process, as the plugin reports it (``mm.event``); the last two are final."""
+
+    READY = "ready"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+    def state(self) -> TraceState:
+        """The process's trace slot while its trace is in this phase."""
+        return {TracePhase.READY: TraceState.READY, TracePhase.RUNNING: TraceState.RUNNING}.get(
+            self, TraceState.IDLE
+        )
+
+
+class Reason(enum.Enum):
+    """Why a process did not take a command; the value is its one wording."""
+
+    NO_PROCESS_REGISTERED = (
+        "no process is registered with this daemon: start jobs with MSMONITOR_USE_DAEMON=1 "
+        "(or KINETO_USE_DAEMON=1 for gputrace) and check `dyno processes`"
+    )
+    NO_PROCESS_MATCHED = "no registered process matches the targets; see `dyno processes`"
+    NOT_SUPPORTED = (
+        "no client in that process runs this command (stock Kineto runs gputrace only; in torch_npu and "
+        "MindSpore jobs their monitor process takes nputrace and npu-monitor)"
+    )
+    NPU_MONITOR_RUNNING = "npu-monitor is running there (dyno npu-monitor --npu-monitor-stop first)"
+    NPU_TRACE_RUNNING = "an nputrace is running (or about to start) there"
+    TRACE_BUSY = "a trace is already pending or running there (or an earlier command awaits its next poll)"
+    START_STEP_PASSED = "its start step has already begun"
+    PROCESS_LIMIT = "beyond --process-limit"
+
+
+# --- defaults: one place for what dyno, the daemon and the plugin assume when a value is not given ---
+
+DEFAULT_REPORT_INTERVAL_S = 60
+DEFAULT_TOP_N = 10
+MAX_TOP_N = 1000
+DEFAULT_MONITOR_KINDS = "Marker"
+DEFAULT_MONITOR_EXPORT = "DB"
+DEFAULT_NPU_ACTIVITIES = "CPU,NPU"
+DEFAULT_TRACE_EXPORT = "Text"
+DEFAULT_PROFILER_LEVEL = "Level0"
+DEFAULT_AIC_METRICS = "AiCoreNone"
+DEFAULT_DURATION_MS = 500  # a time-based trace without --duration-ms, as dynolog's dyno
+DEFAULT_KINETO_LOG_FILE = "/tmp/libkineto_activities.json"
+
+
+def split_list(text: Optional[str]) -> List[str]:
+    """A comma list: items trimmed, empty ones and msMonitor's ``None`` (an empty list) dropped."""
+    items = (item.strip() for item in (text or "").split(","))
+    return [item for item in items if item and item != "None"]
+
+
+def timestamp(ms: int) -> str:
+    """``YYYYMMDDhhmmssmmm`` in local time, as msMonitor and msprof name their output."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+def msmonitor_socket_dir(env: Mapping[str, str]) -> str:
+    """Where msMonitor's ``dynolog.sock`` and ``dynolog_data.sock`` live: ``MSMONITOR_IPC_SOCKET_DIR``,
+    else the user's home, for the daemon that serves them and the processes that use them alike."""
+    folder = env.get("MSMONITOR_IPC_SOCKET_DIR") or env.get("HOME")
+    if folder:
+        return folder
+    try:
+        import pwd  # not on every platform the plugin may be imported on
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):
+        return os.path.expanduser("~")
