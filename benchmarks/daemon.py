@@ -140,7 +140,7 @@ def main() -> int:
         "over 10 s); schedstat counts nanoseconds on CPU.",
         f"memory after the dyno runs: VmRSS {memory_after['VmRSS'] / 1024:.1f} MiB, "
         f"VmHWM {memory_after['VmHWM'] / 1024:.1f} MiB.",
-        f"dyno status: {cli['count']} runs, each a new interpreter (typer, grpc, protobuf imports), "
+        f"dyno status: {cli['count']} runs, each a new interpreter (grpc and protobuf imports), "
         f"as a user sees it; GetStatus: {rpc['count']} calls on one warm channel.",
         "The C++ reference gives no measured idle CPU, RSS or status latency; its figures are design facts.",
     ]

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
+from typing import List
+
+import pytest
 
 from harness import BIN, Daemon
 
@@ -32,6 +36,16 @@ def test_usage_errors_exit_2():
     assert dyno("--port", "0", "status").returncode == 2
     result = dyno("no-such-command")
     assert result.returncode == 2 and "No such command 'no-such-command'" in result.stderr
+    result = dyno("nputrace", "--log-file", "/tmp", "--data-simplification", "maybe")
+    assert result.returncode == 2
+    assert result.stderr.startswith("dyno: --data-simplification: must be true or false")
+
+
+def test_no_command_shows_the_help_and_exits_2():
+    for args in ((), ("certs",)):
+        result = dyno(*args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.startswith("dyno: missing command\n\nUsage: dyno ")
 
 
 def test_status_readable_and_json(daemon: Daemon):
@@ -61,8 +75,55 @@ def test_processes_when_none_registered_says_how_to_register(daemon: Daemon):
     assert "MSMONITOR_USE_DAEMON=1" in daemon.dyno("processes", check=True).stdout
 
 
+COMMANDS = (
+    *("status", "version", "processes", "nputrace", "gputrace", "trace", "npu-monitor", "certs"),
+    *("certs init", "certs issue", "certs check", "certs revoke", "certs crl"),
+)
+
+
 def test_help_teaches_each_command():
-    for command in ("status", "version", "processes"):
-        result = dyno(command, "--help")
-        assert result.returncode == 0 and "Usage: dyno " + command in result.stdout
-    assert "--hostname" in dyno("--help").stdout
+    listings = dyno("--help").stdout + dyno("certs", "--help").stdout
+    assert "--hostname" in listings
+    for command in COMMANDS:
+        assert f"\n  {command.split()[-1]} " in listings
+        result = dyno(*command.split(), "--help")
+        assert result.returncode == 0 and result.stdout.startswith("Usage: dyno " + command)
+    nputrace = " ".join(dyno("nputrace", "--help").stdout.split())
+    assert "Example: dyno nputrace --start-step 120" in nputrace
+    assert "--duration-ms INT length of a time-based trace [default: 500]" in nputrace
+    assert "--with-stacks, --with-stack" in dyno("gputrace", "--help").stdout
+
+
+def test_gputrace_takes_dynolog_spellings(daemon: Daemon, tmp_path):
+    result = daemon.dyno(
+        "gputrace", "--log-file", str(tmp_path / "t.json"), "--with-stack", "--fail-on-no-process"
+    )
+    assert result.returncode == 1 and "no process is registered with this daemon" in result.stdout
+    assert result.stderr == "dyno: no process took the command\n"
+
+
+def loaded(packages: str, *args: str) -> List[str]:
+    """Which of the comma-separated top-level *packages* `dyno ARGS` imported."""
+    probe = (
+        "import sys\nfrom dyno.main import main\n"
+        "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+        "packages = set(sys.argv[1].split(','))\n"
+        "print(*sorted({m.split('.')[0] for m in sys.modules} & packages), file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, packages, *args], capture_output=True, text=True, timeout=60
+    )
+    return result.stderr.splitlines()[-1].split()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--help",), ("version", "--help"), ("nputrace",), ("no-such-command",), ("--port", "0", "status")],
+)
+def test_help_and_usage_errors_start_without_grpc(args):
+    """They must answer at once: gRPC, protobuf and cryptography take several times Python's start."""
+    assert loaded("grpc,google,cryptography", *args) == []
+
+
+def test_status_without_certs_loads_no_cryptography(daemon: Daemon):
+    assert loaded("grpc,cryptography", "--port", str(daemon.port), "status") == ["grpc"]

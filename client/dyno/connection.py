@@ -1,47 +1,30 @@
-"""Reaching a daemon: the target a user named, the gRPC channel to it, and what a failure means."""
+"""Reaching a daemon: the gRPC channel to the target a user named, and what a failure means."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import grpc
 
-from dynocerts.keys import PasswordSource
-from dynocerts.material import CertsError, Material
-from dynocerts.tls import channel_credentials, load_client
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
 from .exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from .target import KEY_PASSWORD_ENV, Target
 
-NO_CERTS = "NO_CERTS"
-KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"
-
-
-@dataclass(frozen=True)
-class Target:
-    hostname: str = "localhost"
-    port: int = 1778
-    certs_dir: Optional[str] = None
-    timeout: float = 10.0
-    json: bool = False
-    key_password_file: Optional[str] = None
-
-    @property
-    def address(self) -> str:
-        host = self.hostname
-        return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
-
-    @property
-    def tls(self) -> bool:
-        return self.certs_dir not in (None, NO_CERTS)
+if TYPE_CHECKING:
+    from dynocerts.material import Material
 
 
 def client_material(target: Target) -> Material:
     """The checked ca.crt, client.crt and client.key of ``--certs-dir``; every problem is reported."""
+    # dynocerts loads cryptography, which only a mutual-TLS connection needs.
+    from dynocerts.keys import PasswordSource
+    from dynocerts.material import CertsError
+    from dynocerts.tls import load_client
+
     assert target.certs_dir is not None
     password_file = Path(target.key_password_file) if target.key_password_file else None
     try:
@@ -57,6 +40,8 @@ def client_material(target: Target) -> Material:
 def open_channel(target: Target) -> grpc.Channel:
     if not target.tls:
         return grpc.insecure_channel(target.address)
+    from dynocerts.tls import channel_credentials  # cryptography, as in client_material
+
     return grpc.secure_channel(target.address, channel_credentials(client_material(target)))
 
 

@@ -1,12 +1,13 @@
-"""Exit codes of ``dyno`` — stable, for scripts."""
+"""Exit codes of ``dyno`` — stable, for scripts — and the one error every failure is raised as."""
 
-EXIT_OK = 0
 EXIT_FAILED = 1  # the daemon answered that the command was ineffective or failed
-EXIT_USAGE = 2  # bad arguments (also what click uses)
+EXIT_USAGE = 2  # bad arguments (also what argparse uses)
 EXIT_UNREACHABLE = 3  # no daemon answered at --hostname:--port
 
 
 class CliError(Exception):
+    """A failure ``dyno.main`` prints as ``dyno: message`` on stderr before exiting with *exit_code*."""
+
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
         super().__init__(message)
         self.exit_code = exit_code

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any, Dict, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
 
-from google.protobuf import json_format
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 
 def as_dict(message: Message) -> Dict[str, Any]:
@@ -16,6 +14,8 @@ def as_dict(message: Message) -> Dict[str, Any]:
 
     (The proto3 JSON mapping writes int64 as strings for JavaScript; our consumers are scripts.)
     """
+    from google.protobuf import json_format  # only --json pays for it
+
     data = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
@@ -23,24 +23,24 @@ def as_dict(message: Message) -> Dict[str, Any]:
     return data
 
 
-_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64}
-
-
 def _numbers_back(descriptor: Any, data: Dict[str, Any]) -> None:
     for f in descriptor.fields:
         if f.name not in data:
             continue
         value = data[f.name]
-        if f.type in _INT64:
+        if f.type in (f.TYPE_INT64, f.TYPE_UINT64, f.TYPE_SINT64):
             data[f.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
         elif f.message_type is not None and not f.message_type.GetOptions().map_entry:
             for item in value if isinstance(value, list) else [value]:
                 _numbers_back(f.message_type, item)
 
 
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
+def print_json(data: Any, indent: Optional[int] = 2) -> None:
+    """*data* as one JSON document (on one line with ``indent=None``), flushed for whoever streams it."""
+    import json  # only --json pays for it
+
+    json.dump(data, sys.stdout, indent=indent)
+    print(flush=True)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -60,3 +60,7 @@ def duration(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def rank_text(rank: int) -> str:
+    return "-" if rank < 0 else str(rank)

@@ -7,38 +7,72 @@ dyno certs revoke ./pki --client-name alice
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
-from typing import Any, Dict, List, Optional
-
-import typer
+from typing import Any, Dict, Optional
 
 from dynocerts import material, pki
 from dynocerts.keys import PasswordSource
 from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES
 from dynocerts.policy import Role, Violation, common_name, errors, san_names, when
+from msmonitor_plugin.vocabulary import split_list
 
-from ..connection import KEY_PASSWORD_ENV, Target
+from ..cli import Command, Flag
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
 from ..output import print_json
+from ..target import KEY_PASSWORD_ENV, Target
 
-app = typer.Typer(
-    help="Make, check and revoke the certificates for mutual TLS (--certs-dir).",
-    no_args_is_help=True,
+# dyno's global --key-password-file is the client key's; these commands take the CA's (or a checked key's).
+PASSWORD_FILE = Flag(
+    "--key-password-file",
+    None,
+    Path,
+    None,
+    f"file with the password of an encrypted key (or ${KEY_PASSWORD_ENV})",
 )
-
-PASSWORD_FILE = typer.Option(
-    None, "--key-password-file", help=f"file with the password of an encrypted key (or ${KEY_PASSWORD_ENV})"
+DIRECTORY = Flag("directory", None, Path, None, "the directory `dyno certs init` made")
+KEY_TYPE = Flag("--key-type", None, str, DEFAULT_KEY_TYPE, f"one of {', '.join(KEY_TYPES)}")
+DAYS = Flag("--days", None, int, 365, "validity of the server and client certificates", minimum=1)
+CRL_DAYS = Flag("--crl-days", None, int, 365, "validity of the new CRL", minimum=1)
+INIT_FLAGS = (
+    DIRECTORY._replace(help="new directory for the CA, server and client certificates"),
+    Flag(
+        "--server-hosts",
+        None,
+        split_list,
+        None,
+        "comma-separated names and IPs clients use as --hostname (SANs)",
+        required=True,
+    ),
+    Flag("--client-name", None, str, None, "the client certificate's CN", required=True),
+    KEY_TYPE,
+    DAYS,
+    Flag("--ca-days", None, int, 3650, "validity of the CA certificate", minimum=1),
 )
-KEY_TYPE = typer.Option(DEFAULT_KEY_TYPE, "--key-type", help=f"one of {', '.join(KEY_TYPES)}")
-DAYS = typer.Option(365, "--days", min=1, help="validity of the server and client certificates")
+ISSUE_FLAGS = (
+    DIRECTORY,
+    Flag("--client-name", None, str, None, "a new client certificate's CN"),
+    Flag("--server-hosts", None, split_list, None, "a new server's names and IPs"),
+    Flag("--out", None, Path, None, "where to write it (default DIR/client-NAME)"),
+    KEY_TYPE,
+    DAYS,
+    PASSWORD_FILE,
+)
+REVOKE_FLAGS = (
+    DIRECTORY,
+    Flag("--client-name", None, str, (), "revoke this client's certificates", repeat=True),
+    Flag("--serial", None, str, (), "revoke this serial number (hex)", repeat=True),
+    CRL_DAYS,
+    PASSWORD_FILE,
+)
+CHECK_FLAGS = (
+    DIRECTORY._replace(help="a --certs-dir, a CA directory, or the directory init made"),
+    PASSWORD_FILE,
+)
 
 
 def _passwords(password_file: Optional[Path], *extra_env: str) -> PasswordSource:
     return PasswordSource(password_file, (KEY_PASSWORD_ENV, *extra_env))
-
-
-def _hosts(text: str) -> List[str]:
-    return [h.strip() for h in text.split(",") if h.strip()]
 
 
 def _key_type(key_type: str) -> str:
@@ -54,47 +88,35 @@ def _pki_action(action: Any, *args: Any, **kwargs: Any) -> Any:
         raise CliError(str(exc), EXIT_FAILED) from None
 
 
-def init(
-    directory: Path = typer.Argument(..., help="new directory for the CA, server and client certificates"),
-    server_hosts: str = typer.Option(
-        ..., "--server-hosts", help="comma-separated names and IPs clients use as --hostname (SANs)"
-    ),
-    client_name: str = typer.Option(..., "--client-name", help="the client certificate's CN"),
-    key_type: str = KEY_TYPE,
-    days: int = DAYS,
-    ca_days: int = typer.Option(3650, "--ca-days", min=1, help="validity of the CA certificate"),
-) -> None:
+def init(target: Target, args: Namespace) -> None:
     """Make a CA, a server and a client certificate that pass the policy, with owner-only permissions."""
-    hosts = _hosts(server_hosts)
+    hosts, directory, days = args.server_hosts, args.directory, args.days
     result: pki.InitResult = _pki_action(
-        pki.init, directory, hosts, client_name, _key_type(key_type), days, ca_days
+        pki.init, directory, hosts, args.client_name, _key_type(args.key_type), days, args.ca_days
     )
     server, client = result.server.directory, result.client.directory
-    print(f"Made a CA, a server and a client certificate in {directory} ({key_type}, valid {days} days):")
+    print(
+        f"Made a CA, a server and a client certificate in {directory} ({args.key_type}, valid {days} days):"
+    )
     print(f"  {result.ca_dir}/      ca.crt, ca.key: keep here; it issues and revokes certificates")
     print(f"  {server}/  ca.crt, server.crt, server.key: for {', '.join(san_names(result.server.cert))}")
-    print(f"  {client}/  ca.crt, client.crt, client.key: for client '{client_name}'")
+    print(f"  {client}/  ca.crt, client.crt, client.key: for client '{args.client_name}'")
     print("Copy the server directory to each daemon host (mode 700) and start:")
     print(f"  dynolog --certs-dir {server} --listen-address 0.0.0.0")
     print("Copy the client directory to the user's machine and run:")
     print(f"  dyno --hostname {hosts[0] if hosts else 'HOST'} --certs-dir {client} status")
 
 
-def issue(
-    directory: Path = typer.Argument(..., help="the directory `dyno certs init` made"),
-    client_name: Optional[str] = typer.Option(None, "--client-name", help="a new client certificate's CN"),
-    server_hosts: Optional[str] = typer.Option(None, "--server-hosts", help="a new server's names and IPs"),
-    out: Optional[Path] = typer.Option(None, "--out", help="where to write it (default DIR/client-NAME)"),
-    key_type: str = KEY_TYPE,
-    days: int = DAYS,
-    key_password_file: Optional[Path] = PASSWORD_FILE,
-) -> None:
+def issue(target: Target, args: Namespace) -> None:
     """Issue one more client or server certificate from the CA in DIR."""
-    if (client_name is None) == (server_hosts is None):
+    if (args.client_name is None) == (args.server_hosts is None):
         raise CliError("give exactly one of --client-name NAME or --server-hosts HOSTS", EXIT_USAGE)
-    role, names = (Role.CLIENT, [client_name]) if client_name else (Role.SERVER, _hosts(server_hosts or ""))
+    role, names = (
+        (Role.CLIENT, [args.client_name]) if args.client_name else (Role.SERVER, args.server_hosts or [])
+    )
+    passwords = _passwords(args.key_password_file)
     leaf: pki.LeafDir = _pki_action(
-        pki.issue, directory, role, names, _passwords(key_password_file), out, _key_type(key_type), days
+        pki.issue, args.directory, role, names, passwords, args.out, _key_type(args.key_type), args.days
     )
     print(
         f"Made {role.value} certificate '{names[0]}' in {leaf.directory} (valid until "
@@ -102,14 +124,9 @@ def issue(
     )
 
 
-def revoke(
-    directory: Path = typer.Argument(..., help="the directory `dyno certs init` made"),
-    client_name: List[str] = typer.Option([], "--client-name", help="revoke this client's certificates"),
-    serial: List[str] = typer.Option([], "--serial", help="revoke this serial number (hex)"),
-    crl_days: int = typer.Option(365, "--crl-days", min=1, help="validity of the new CRL"),
-    key_password_file: Optional[Path] = PASSWORD_FILE,
-) -> None:
+def revoke(target: Target, args: Namespace) -> None:
     """Revoke client certificates: rewrite DIR/ca/ca.crl and copy it into the server directories."""
+    client_name, serial = args.client_name, args.serial
     if not client_name and not serial:
         raise CliError(
             "give --client-name NAME or --serial HEX (to renew the CRL alone: dyno certs crl)", EXIT_USAGE
@@ -121,7 +138,7 @@ def revoke(
             f"--serial {' '.join(serial)}: expected hexadecimal serial numbers", EXIT_USAGE
         ) from None
     result: pki.RevokeResult = _pki_action(
-        pki.revoke, directory, _passwords(key_password_file), client_name, serials, crl_days
+        pki.revoke, args.directory, _passwords(args.key_password_file), client_name, serials, args.crl_days
     )
     for cert in result.revoked:
         print(f"Revoked '{common_name(cert)}' (serial {cert.serial_number:X})")
@@ -130,13 +147,10 @@ def revoke(
     _report_crl(result)
 
 
-def crl(
-    directory: Path = typer.Argument(..., help="the directory `dyno certs init` made"),
-    crl_days: int = typer.Option(365, "--crl-days", min=1, help="validity of the new CRL"),
-    key_password_file: Optional[Path] = PASSWORD_FILE,
-) -> None:
+def crl(target: Target, args: Namespace) -> None:
     """Re-issue the CRL with the same revocations and a new validity (daemons refuse an expired one)."""
-    _report_crl(_pki_action(pki.revoke, directory, _passwords(key_password_file), crl_days=crl_days))
+    passwords = _passwords(args.key_password_file)
+    _report_crl(_pki_action(pki.revoke, args.directory, passwords, crl_days=args.crl_days))
 
 
 def _report_crl(result: pki.RevokeResult) -> None:
@@ -146,27 +160,24 @@ def _report_crl(result: pki.RevokeResult) -> None:
     print("Copy it next to ca.crt in every daemon's --certs-dir; dynolog re-reads it on change, no restart.")
 
 
-def check(
-    ctx: typer.Context,
-    directory: Path = typer.Argument(..., help="a --certs-dir, a CA directory, or the directory init made"),
-    key_password_file: Optional[Path] = PASSWORD_FILE,
-) -> None:
+def check(target: Target, args: Namespace) -> None:
     """Check certificates against the policy dynolog and dyno enforce; explain every problem (exit 1)."""
-    target: Target = ctx.obj
-    found = material.detect(directory)
+    found = material.detect(args.directory)
     if not found:
         raise CliError(
-            f"{directory}: no ca.crt, server.crt or client.crt here or in its subdirectories", EXIT_FAILED
+            f"{args.directory}: no ca.crt, server.crt or client.crt here or in its subdirectories",
+            EXIT_FAILED,
         )
-    passwords = _passwords(key_password_file, "DYNOLOG_KEY_PASSWORD")
+    passwords = _passwords(args.key_password_file, "DYNOLOG_KEY_PASSWORD")
     reports = [_inspect(path, role, passwords) for path, role in found]
     if target.json:
         print_json(reports)
     else:
         for report in reports:
             _print_report(report)
-    if any(report["errors"] for report in reports):
-        raise typer.Exit(EXIT_FAILED)
+    failed = [report["directory"] for report in reports if report["errors"]]
+    if failed:
+        raise CliError(f"certificates with problems in {', '.join(failed)}", EXIT_FAILED)
 
 
 def _inspect(directory: Path, role: Role, passwords: PasswordSource) -> Dict[str, Any]:
@@ -201,4 +212,10 @@ def _print_report(report: Dict[str, Any]) -> None:
         print(f"  {problem['text']}")
 
 
-COMMANDS = (("init", init), ("issue", issue), ("check", check), ("revoke", revoke), ("crl", crl))
+COMMANDS = (
+    Command("init", init, INIT_FLAGS),
+    Command("issue", issue, ISSUE_FLAGS),
+    Command("check", check, CHECK_FLAGS),
+    Command("revoke", revoke, REVOKE_FLAGS),
+    Command("crl", crl, (DIRECTORY, CRL_DAYS, PASSWORD_FILE)),
+)

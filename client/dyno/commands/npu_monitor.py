@@ -2,97 +2,91 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from argparse import Namespace
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
-import typer
+from msmonitor_plugin.vocabulary import (
+    DEFAULT_MONITOR_EXPORT,
+    DEFAULT_MONITOR_KINDS,
+    DEFAULT_REPORT_INTERVAL_S,
+    DEFAULT_TOP_N,
+    split_list,
+)
 
-from dynoproto import dynolog_pb2 as pb
-from dynoproto import validate
+from ..cli import TARGETING, Command, Flag, fill
+from ..output import as_dict, print_json, rank_text, table
+from ..target import Target
 
-from ..connection import Target, connect
-from ..output import as_dict, print_json, table
-from . import tracing
+if TYPE_CHECKING:
+    from dynoproto import dynolog_pb2 as pb
 
 CLEAR = "\033[H\033[2J"
-
-
-def run(
-    ctx: typer.Context,
-    npu_monitor_start: bool = typer.Option(False, "--npu-monitor-start", help="start monitoring"),
-    npu_monitor_stop: bool = typer.Option(
-        False, "--npu-monitor-stop", help="stop monitoring (flush and tear down)"
+FLAGS = (
+    Flag("--npu-monitor-start", "start", bool, False, "start monitoring"),
+    Flag("--npu-monitor-stop", "stop", bool, False, "stop monitoring (flush and tear down)"),
+    Flag(
+        "--report-interval-s",
+        "report_interval_s",
+        int,
+        DEFAULT_REPORT_INTERVAL_S,
+        "seconds per report (0: unchanged)",
+        minimum=0,
     ),
-    report_interval_s: int = typer.Option(
-        60, "--report-interval-s", min=0, help="seconds per report (0: unchanged)"
-    ),
-    duration: float = typer.Option(
-        0.0, "--duration", help="stop by itself after this many seconds (0: never)"
-    ),
-    mspti_activity_kind: str = typer.Option(
-        "Marker",
+    Flag("--duration", "duration_s", float, 0.0, "stop by itself after this many seconds (0: never)"),
+    Flag(
         "--mspti-activity-kind",
-        help="comma-separated: Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, "
+        "activity_kinds",
+        split_list,
+        DEFAULT_MONITOR_KINDS,
+        "comma-separated: Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, "
         "NodeAPI, RuntimeAPI",
     ),
-    filter_: str = typer.Option(
-        "", "--filter", help="keep only names containing…: 'Kernel:matmul,conv;API:acl'"
+    Flag("--filter", "filter", str, "", "keep only names containing…: 'Kernel:matmul,conv;API:acl'"),
+    Flag("--log-file", "log_file", str, "", "write records to files in this directory (absolute)"),
+    Flag(
+        "--export-type", "export_type", str, DEFAULT_MONITOR_EXPORT, "with --log-file: DB (SQLite) or Jsonl"
     ),
-    log_file: str = typer.Option(
-        "", "--log-file", help="write records to files in this directory (absolute)"
-    ),
-    export_type: str = typer.Option("DB", "--export-type", help="with --log-file: DB (SQLite) or Jsonl"),
-    json_rotate_log_lines: str = typer.Option(
-        "", "--json-rotate-log-lines", help="Jsonl lines per file, 100..500000"
-    ),
-    json_rotate_log_files: str = typer.Option(
-        "", "--json-rotate-log-files", help="Jsonl files kept (-1: all)"
-    ),
-    top_n: int = typer.Option(10, "--top-n", help="names reported per kind and device, by total time"),
-    job_id: int = tracing.JOB_ID,
-    pids: str = tracing.PIDS,
-    rank_list: Optional[str] = tracing.RANK_LIST,
-    process_limit: int = tracing.PROCESS_LIMIT,
-    watch: bool = typer.Option(
-        False, "--watch", help="live table of the reports per host/rank/kind; Ctrl-C leaves"
-    ),
-    status: bool = typer.Option(False, "--status", help="which processes monitor now"),
-) -> None:
+    Flag("--json-rotate-log-lines", "jsonl_rotate_log_lines", str, "", "Jsonl lines per file, 100..500000"),
+    Flag("--json-rotate-log-files", "jsonl_rotate_log_files", str, "", "Jsonl files kept (-1: all)"),
+    Flag("--top-n", "top_n", int, DEFAULT_TOP_N, "names reported per kind and device, by total time"),
+    *TARGETING,
+    Flag("--watch", None, bool, False, "live table of the reports per host/rank/kind; Ctrl-C leaves"),
+    Flag("--status", None, bool, False, "which processes monitor now"),
+)
+
+
+def run(target: Target, args: Namespace) -> None:
     """Always-on monitoring of kernel / API / communication / marker durations in running processes.
 
     Example: dyno npu-monitor --npu-monitor-start --report-interval-s 10 --mspti-activity-kind Kernel,API
     """
-    target: Target = ctx.obj
-    targets = tracing.targets(job_id, pids, rank_list, process_limit)
-    if status:
-        return _status(target, targets)
-    if watch and not (npu_monitor_start or npu_monitor_stop):
-        return _watch(target, targets)
-    request = pb.NpuMonitorRequest(
-        targets=targets,
-        start=npu_monitor_start,
-        stop=npu_monitor_stop,
-        report_interval_s=report_interval_s,
-        duration_s=duration,
-        activity_kinds=[k.strip() for k in mspti_activity_kind.split(",") if k.strip()],
-        log_file=tracing.absolute_log_file(target, log_file) if log_file else "",
-        export_type=export_type,
-        jsonl_rotate_log_lines=json_rotate_log_lines,
-        jsonl_rotate_log_files=json_rotate_log_files,
-        filter=filter_,
-        top_n=top_n,
-    )
-    tracing.check(validate.npu_monitor(request))
+    from dynoproto import dynolog_pb2 as pb
+    from dynoproto import validate
+
+    from .. import requests
+    from ..connection import connect
+
+    request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    if args.status:
+        return _status(target, request.targets)
+    if args.watch and not (request.start or request.stop):
+        return _watch(target, request.targets)
+    request.log_file = requests.absolute_log_file(target, request.log_file)
+    requests.check(validate.npu_monitor(request))
     with connect(target) as stub:
         response = stub.NpuMonitor(request, timeout=target.timeout)
-    tracing.report_command(target, response)
-    if watch:
-        _watch(target, targets)
+    requests.report_command(target, response)
+    if args.watch:
+        _watch(target, request.targets)
 
 
 def _status(target: Target, targets: pb.Targets) -> None:
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
     with connect(target) as stub:
         processes = stub.ListProcesses(pb.ListProcessesRequest(job_id=targets.job_id), timeout=target.timeout)
     rows = [p for p in processes.processes if not targets.ranks or p.rank in targets.ranks]
@@ -104,12 +98,7 @@ def _status(target: Target, targets: pb.Targets) -> None:
         table(
             ("PID", "RANK", "JOB", "MONITOR"),
             [
-                [
-                    str(p.pid),
-                    tracing.rank_text(p.rank),
-                    str(p.job_id),
-                    state.get(p.monitor_state, "uninitialized"),
-                ]
+                [str(p.pid), rank_text(p.rank), str(p.job_id), state.get(p.monitor_state, "uninitialized")]
                 for p in rows
             ],
         )
@@ -118,13 +107,17 @@ def _status(target: Target, targets: pb.Targets) -> None:
 
 def _watch(target: Target, targets: pb.Targets) -> None:
     """Stream reports; redraw one table of the latest report of each process as each arrives."""
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
     latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
     interactive = sys.stdout.isatty() and not target.json
     with connect(target) as stub:
         try:
             for report in stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True)):
                 if target.json:  # one document per line (JSON Lines): a stream for machines
-                    print(json.dumps(as_dict(report)), flush=True)
+                    print_json(as_dict(report), indent=None)
                     continue
                 latest[(report.hostname, report.pid)] = report
                 if interactive:
@@ -140,7 +133,7 @@ def render(reports: List[pb.MetricsReport]) -> str:
     for r in sorted(reports, key=lambda r: (r.hostname, r.rank, r.pid)):
         for k in r.kinds:
             device = "host" if k.device < 0 else str(k.device)
-            who = f"{r.hostname}/{tracing.rank_text(r.rank)}"
+            who = f"{r.hostname}/{rank_text(r.rank)}"
             rows.append(
                 [who, k.kind, device, str(k.count), _ms(k.total_ns), _ms(int(k.mean_ns)), _ms(k.max_ns), ""]
             )
@@ -156,3 +149,6 @@ def render(reports: List[pb.MetricsReport]) -> str:
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f}"
+
+
+COMMAND = Command("npu-monitor", run, FLAGS)

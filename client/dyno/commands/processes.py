@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import List
+from argparse import Namespace
+from typing import TYPE_CHECKING, List
 
-import typer
-
-from dynoproto import dynolog_pb2 as pb
-
-from ..connection import Target, connect
+from ..cli import JOB_ID, Command, fill
 from ..output import as_dict, duration, print_json, table
-from . import tracing
+from ..target import Target
 
-_CLIENT = {
-    pb.CLIENT_KIND_PLUGIN: "plugin",
-    pb.CLIENT_KIND_KINETO: "kineto",
-    pb.CLIENT_KIND_MSMONITOR: "msmonitor",
-}
+if TYPE_CHECKING:
+    from dynoproto import dynolog_pb2 as pb
+
+FLAGS = (JOB_ID._replace(field="job_id"),)
 HEADERS = (
     "PID",
     "HOST PID",
@@ -34,14 +30,14 @@ HEADERS = (
 )
 
 
-def run(
-    ctx: typer.Context,
-    job_id: int = tracing.JOB_ID,
-) -> None:
+def run(target: Target, args: Namespace) -> None:
     """List registered processes: pid (and host pid inside containers), job, rank, devices, client, state."""
-    target: Target = ctx.obj
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
     with connect(target) as stub:
-        reply = stub.ListProcesses(pb.ListProcessesRequest(job_id=job_id), timeout=target.timeout)
+        reply = stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)
     if target.json:
         print_json(as_dict(reply)["processes"])
         return
@@ -55,9 +51,16 @@ def run(
 
 
 def _row(p: pb.ProcessInfo) -> List[str]:
+    from dynoproto import dynolog_pb2 as pb
+
     def num(value: int) -> str:
         return "-" if value < 0 else str(value)
 
+    clients = {
+        pb.CLIENT_KIND_PLUGIN: "plugin",
+        pb.CLIENT_KIND_KINETO: "kineto",
+        pb.CLIENT_KIND_MSMONITOR: "msmonitor",
+    }
     return [
         str(p.pid),
         str(p.host_pid) if p.host_pid != p.pid else "",
@@ -66,9 +69,12 @@ def _row(p: pb.ProcessInfo) -> List[str]:
         num(p.local_rank),
         ",".join(map(str, p.devices)) or "-",
         p.backend,
-        "+".join(_CLIENT.get(c, "?") for c in p.clients),
+        "+".join(clients.get(c, "?") for c in p.clients),
         duration(time.time() - p.registered_at),
         duration(p.last_seen_s) + " ago",
         pb.TraceState.Name(p.trace_state).removeprefix("TRACE_STATE_").lower(),
         pb.MonitorState.Name(p.monitor_state).removeprefix("MONITOR_STATE_").lower(),
     ]
+
+
+COMMAND = Command("processes", run, FLAGS)

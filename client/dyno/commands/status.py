@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from argparse import Namespace
+from typing import TYPE_CHECKING, Any, Dict
 
-import typer
-
-from dynoproto import dynolog_pb2 as pb
-
-from ..connection import Target, connect
+from ..cli import Command
 from ..output import as_dict, duration, print_json
+from ..target import Target
+
+if TYPE_CHECKING:
+    from dynoproto import dynolog_pb2 as pb
 
 
-def run(ctx: typer.Context) -> None:
+def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
-    target: Target = ctx.obj
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
     with connect(target) as stub:
         status = stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
     if target.json:
         data = as_dict(status)
         data.update(msmonitor_fields(status.msmonitor))  # the keys msMonitor's getStatus had, for its scripts
         print_json(data)
-        return
+    else:
+        _print(target, status)
+
+
+def _print(target: Target, status: pb.GetStatusResponse) -> None:
     ipc = (
         ", ".join(status.ipc_addresses)
         if status.ipc_enabled
@@ -54,3 +62,6 @@ def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:
     if m.nputrace in ("Running", "Ready"):
         fields.update(start_step=m.start_step, stop_step=m.stop_step)
     return fields
+
+
+COMMAND = Command("status", run)

@@ -2,32 +2,40 @@
 
 from __future__ import annotations
 
-import typer
+from argparse import Namespace
 
-from dynoproto import dynolog_pb2 as pb
-
-from ..connection import Target, connect
-from ..exits import EXIT_FAILED
+from ..cli import WAIT_TIMEOUT, Command, Flag, fill
+from ..exits import CliError
 from ..output import as_dict, print_json
-from . import tracing
+from ..target import Target
+
+FLAGS = (
+    Flag("trace_id", "trace_id", str, None, "the id nputrace or gputrace printed"),
+    Flag("--wait", None, bool, False, "wait until every process finished or failed"),
+    WAIT_TIMEOUT,
+)
 
 
-def run(
-    ctx: typer.Context,
-    trace_id: str = typer.Argument(..., help="the id nputrace or gputrace printed"),
-    wait: bool = typer.Option(False, "--wait", help="wait until every process finished or failed"),
-    wait_timeout: float = tracing.WAIT_TIMEOUT,
-) -> None:
+def run(target: Target, args: Namespace) -> None:
     """Show where one trace stands in each process: phase, steps, files or error."""
-    target: Target = ctx.obj
-    if wait:
-        info = tracing.watch(target, trace_id, wait_timeout, quiet=target.json)
+    from dynoproto import dynolog_pb2 as pb
+
+    from .. import requests
+    from ..connection import connect
+
+    request = fill(pb.GetTraceRequest(), FLAGS, args)
+    if args.wait:
+        info = requests.watch(target, request.trace_id, args.wait_timeout, quiet=target.json)
     else:
         with connect(target) as stub:
-            info = stub.GetTrace(pb.GetTraceRequest(trace_id=trace_id), timeout=target.timeout)
+            info = stub.GetTrace(request, timeout=target.timeout)
     if target.json:
         print_json(as_dict(info))
     else:
-        tracing.print_trace(info)
-    if any(p.phase == pb.TRACE_PHASE_FAILED for p in info.processes):
-        raise typer.Exit(EXIT_FAILED)
+        requests.print_trace(info)
+    failed = [str(p.pid) for p in info.processes if p.phase == pb.TRACE_PHASE_FAILED]
+    if failed:
+        raise CliError(f"trace {info.trace_id} failed in pid {', '.join(failed)}")
+
+
+COMMAND = Command("trace", run, FLAGS)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import typer
-
-from dynoproto import dynolog_pb2 as pb
+from argparse import Namespace
 
 from .. import __version__
-from ..connection import Target, connect
+from ..cli import Command
 from ..output import as_dict, print_json
+from ..target import Target
 
 
-def run(ctx: typer.Context) -> None:
+def run(target: Target, args: Namespace) -> None:
     """Print the daemon's version (and this CLI's)."""
-    target: Target = ctx.obj
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
     with connect(target) as stub:
         version = stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
     if target.json:
@@ -21,3 +23,6 @@ def run(ctx: typer.Context) -> None:
         return
     print(f"dynolog {version.version} (api {version.api}, python {version.python})")
     print(f"dyno {__version__}")
+
+
+COMMAND = Command("version", run)

@@ -1,60 +1,77 @@
-"""What `dyno nputrace`, `dyno gputrace` and `dyno trace` share: targets, sending, printing, waiting."""
+"""Sending a command to processes, printing the daemon's answer, following a trace to its end.
+
+What ``dyno nputrace``, ``gputrace``, ``npu-monitor`` and ``trace`` share. It loads gRPC and protobuf:
+those commands import it inside ``run``.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from argparse import Namespace
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 import grpc
-import typer
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 
-from ..connection import Target, connect
-from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
-from ..output import as_dict, print_json, table
+from .connection import connect
+from .exits import EXIT_FAILED, EXIT_USAGE, CliError
+from .output import as_dict, print_json, rank_text, table
+from .target import Target
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+NOT_TAKEN = "no process took the command"
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
+TraceRequest = TypeVar("TraceRequest", pb.NpuTraceRequest, pb.GpuTraceRequest)
 
 
-# Targeting options, the same in every command that reaches processes.
-JOB_ID = typer.Option(0, "--job-id", help="only this job's processes (0: every job)")
-PIDS = typer.Option("0", "--pids", help="comma-separated pids; a launcher's pid selects its workers")
-RANK_LIST = typer.Option(None, "--rank-list", help="comma-separated ranks, e.g. 0,1")
-PROCESS_LIMIT = typer.Option(
-    0, "--process-limit", help="at most this many processes (default 0: every matched one; dynolog's is 3)"
-)
-WAIT_TIMEOUT = typer.Option(600.0, "--wait-timeout", help="seconds --wait waits at most")
-
-
-def int_list(text: str, flag: str, zero_means_all: bool = False) -> List[int]:
-    """``1,2,3`` as integers; msMonitor's ``0`` (or empty) means every process for --pids."""
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise CliError(f"{flag}: expected comma-separated integers, got {text!r}", EXIT_USAGE) from None
-    too_big = [v for v in values if not -(2**31) <= v < 2**31]
-    if too_big:
-        raise CliError(f"{flag}: {too_big[0]} is not a pid or rank (at most {2**31 - 1})", EXIT_USAGE)
-    return [] if zero_means_all and values in ([], [0]) else values
-
-
-def targets(job_id: int, pids: str, rank_list: Optional[str], process_limit: int) -> pb.Targets:
-    return pb.Targets(
-        job_id=job_id,
-        pids=int_list(pids, "--pids", zero_means_all=True),
-        ranks=int_list(rank_list, "--rank-list") if rank_list else [],
-        process_limit=process_limit,
+def start_trace(
+    target: Target,
+    args: Namespace,
+    request: TraceRequest,
+    errors: Callable[[TraceRequest], List[validate.FieldError]],
+    rpc: Callable[[Any], Callable[..., pb.CommandResponse]],
+) -> None:
+    """Check and send a trace request (``rpc`` picks the stub's method), print the answer, and with
+    ``--wait`` follow the trace until every process wrote its files."""
+    request.log_file = absolute_log_file(target, request.log_file)
+    check(errors(request))
+    with connect(target) as stub:
+        response = rpc(stub)(request, timeout=target.timeout)
+    if not target.json:
+        print_response(response, flush=True)  # the answer first; progress follows while waiting
+    taken = response.command_status == pb.COMMAND_STATUS_EFFECTIVE
+    info = (
+        watch(target, response.trace_id, args.wait_timeout, quiet=target.json)
+        if taken and args.wait
+        else None
     )
+    if target.json:
+        print_json(command_json(response, info))
+    elif info is not None:
+        print_trace(info)
+    if not taken:
+        raise CliError(NOT_TAKEN)
+    if info is not None and not _all_finished(info):
+        raise CliError(f"trace {info.trace_id}: not every process finished it")
+
+
+def report_command(target: Target, response: pb.CommandResponse) -> None:
+    """Print a command's answer; a command no process took is a failure (exit 1)."""
+    if target.json:
+        print_json(command_json(response))
+    else:
+        print_response(response)
+    if response.command_status != pb.COMMAND_STATUS_EFFECTIVE:
+        raise CliError(NOT_TAKEN)
 
 
 def absolute_log_file(target: Target, path: str) -> str:
     """Relative paths mean this directory only when the daemon is on this host."""
-    if path.startswith("/") or target.hostname not in LOCAL_HOSTS:
+    if not path or path.startswith("/") or target.hostname not in LOCAL_HOSTS:
         return path
     return os.path.abspath(path)
 
@@ -62,33 +79,6 @@ def absolute_log_file(target: Target, path: str) -> str:
 def check(errors: List[validate.FieldError]) -> None:
     if errors:
         raise CliError("; ".join(str(e) for e in errors), EXIT_USAGE)
-
-
-def submit(
-    target: Target, call: Callable[[Any], pb.CommandResponse], wait: bool, wait_timeout: float
-) -> None:
-    """Send a trace command, print the daemon's answer, optionally follow the trace to its end."""
-    response: pb.CommandResponse = call(target.timeout)
-    effective = response.command_status == pb.COMMAND_STATUS_EFFECTIVE
-    if not target.json:
-        print_response(response, flush=True)  # the answer first; progress follows while waiting
-    info = watch(target, response.trace_id, wait_timeout, quiet=target.json) if effective and wait else None
-    if target.json:
-        print_json(command_json(response, info))
-    elif info is not None:
-        print_trace(info)
-    if not effective or (info is not None and not _all_finished(info)):
-        raise typer.Exit(EXIT_FAILED)
-
-
-def report_command(target: Target, response: pb.CommandResponse) -> None:
-    """Print a command's answer; exit 1 when it was ineffective."""
-    if target.json:
-        print_json(command_json(response))
-    else:
-        print_response(response)
-    if response.command_status != pb.COMMAND_STATUS_EFFECTIVE:
-        raise typer.Exit(EXIT_FAILED)
 
 
 def command_json(response: pb.CommandResponse, info: Optional[pb.TraceInfo] = None) -> Dict[str, Any]:
@@ -194,7 +184,3 @@ def _steps(p: pb.TraceProcess) -> str:
     if p.start_step >= 0:
         return f" (from step {p.start_step})"
     return ""
-
-
-def rank_text(rank: int) -> str:
-    return "-" if rank < 0 else str(rank)

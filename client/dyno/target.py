@@ -1,0 +1,26 @@
+"""The daemon a user named with the global options, and how to talk to it (plaintext or mutual TLS)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+NO_CERTS = "NO_CERTS"
+KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"
+
+
+class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docstring
+    hostname: str = "localhost"
+    port: int = 1778
+    certs_dir: Optional[str] = None
+    timeout: float = 10.0
+    json: bool = False
+    key_password_file: Optional[str] = None
+
+    @property
+    def address(self) -> str:
+        host = self.hostname
+        return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
+
+    @property
+    def tls(self) -> bool:
+        return self.certs_dir not in (None, NO_CERTS)
