@@ -15,7 +15,7 @@ class GpuTrace(TracePolicy[pb.GpuTraceRequest]):
     kind = CommandKind.GPUTRACE
 
     def label(self, request: pb.GpuTraceRequest) -> str:
-        return "the gputrace"
+        return "gputrace"
 
     def targets(self, request: pb.GpuTraceRequest) -> pb.Targets:
         return request.targets

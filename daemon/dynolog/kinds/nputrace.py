@@ -22,7 +22,7 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
     kind = CommandKind.NPUTRACE
 
     def label(self, request: pb.NpuTraceRequest) -> str:
-        return "the nputrace"
+        return "nputrace"
 
     def targets(self, request: pb.NpuTraceRequest) -> pb.Targets:
         return request.targets
