@@ -15,7 +15,7 @@ import grpc
 from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from msmonitor_plugin.vocabulary import Reason
+from msmonitor_plugin.vocabulary import Reason, TracePhase
 
 from . import __version__, targeting
 from .commands import CommandResult
@@ -23,7 +23,7 @@ from .dispatch import IpcDispatcher
 from .node import Node
 from .paths import check_output_path
 from .registry import ClientKind, ProcessRecord
-from .traces import Trace
+from .traces import ProcessTrace, Trace
 
 _CLIENT_KINDS = {
     ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN,
@@ -112,7 +112,7 @@ class DynologService(pb_grpc.DynologServicer):
     async def GetTrace(self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext) -> pb.TraceInfo:
         node, trace = await self._find(request, context)
         node.kineto.refresh(trace)
-        return trace.info()
+        return trace_info(trace)
 
     async def WatchTrace(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
@@ -122,7 +122,7 @@ class DynologService(pb_grpc.DynologServicer):
         while True:
             updated = trace.updated
             node.kineto.refresh(trace)
-            yield trace.info()
+            yield trace_info(trace)
             if trace.done:
                 return
             # Stock Kineto reports nothing: its file is looked for at each wake-up, at least every second.
@@ -183,6 +183,38 @@ def proto_reason(reason: Optional[Reason]) -> pb.Reason:
     if reason is None:
         return pb.REASON_UNSPECIFIED
     return cast(pb.Reason, pb.Reason.Value(f"REASON_{reason.name}"))
+
+
+def trace_info(trace: Trace) -> pb.TraceInfo:
+    return pb.TraceInfo(
+        trace_id=trace.trace_id,
+        kind=trace.kind.value,
+        created_at=trace.created_at,
+        processes=[_trace_process(p) for p in trace.processes.values()],
+        done=trace.done,
+    )
+
+
+def _trace_process(p: ProcessTrace) -> pb.TraceProcess:
+    return pb.TraceProcess(
+        pid=p.pid,
+        host_pid=p.host_pid,
+        rank=p.rank,
+        phase=_phase(p.phase),
+        start_step=p.start_step,
+        stop_step=p.stop_step,
+        current_step=p.current_step,
+        output=p.output,
+        files=p.files,
+        error=p.error,
+        warnings=p.warnings,
+        updated_at=p.updated_at,
+        history=[pb.PhaseChange(phase=_phase(phase), at=at) for phase, at in p.history],
+    )
+
+
+def _phase(phase: TracePhase) -> pb.TracePhase:
+    return cast(pb.TracePhase, pb.TracePhase.Value(f"TRACE_PHASE_{phase.name}"))
 
 
 def command_response(result: CommandResult) -> pb.CommandResponse:

@@ -1,6 +1,6 @@
 """The traces this daemon knows: one per trace command, with the lifecycle of each process in it.
 
-Per process a ``pb.TraceProcess`` moves STAGED → (DELIVERED | READY) → RUNNING → FINISHED | FAILED; the
+Per process a :class:`ProcessTrace` moves STAGED → (DELIVERED | READY) → RUNNING → FINISHED | FAILED; the
 store keeps the history of each phase, which process holds which active trace, and the most recent
 :data:`MAX_TRACES` traces for ``dyno trace``. How a phase is learnt depends on the client (plugin
 events, Kineto's polls, msMonitor's status structs): see ``clients/``.
@@ -14,15 +14,37 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, OrderedDict, Set
+from typing import Dict, List, Optional, OrderedDict, Set, Tuple
 
-from dynoproto import dynolog_pb2 as pb
-from msmonitor_plugin.vocabulary import CommandKind
+from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 from .registry import ProcessRecord
 
 MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
-ACTIVE = (pb.TRACE_PHASE_STAGED, pb.TRACE_PHASE_DELIVERED, pb.TRACE_PHASE_READY, pb.TRACE_PHASE_RUNNING)
+
+
+@dataclass
+class ProcessTrace:
+    """One process's part in a trace: its phase, steps, where it writes, and what it wrote."""
+
+    pid: int
+    host_pid: int
+    rank: int
+    phase: TracePhase = TracePhase.STAGED
+    current_step: int = 0
+    start_step: int = 0
+    stop_step: int = 0  # exclusive
+    output: str = ""  # directory or file
+    files: List[str] = field(default_factory=list)
+    error: str = ""
+    warnings: List[str] = field(default_factory=list)
+    updated_at: float = 0.0
+    history: List[Tuple[TracePhase, float]] = field(default_factory=list)  # every phase, when learnt
+
+    @classmethod
+    def of(cls, record: ProcessRecord, phase: TracePhase) -> ProcessTrace:
+        now = time.time()
+        return cls(record.pid, record.host_pid, record.rank, phase, updated_at=now, history=[(phase, now)])
 
 
 @dataclass
@@ -30,7 +52,7 @@ class Trace:
     trace_id: str
     kind: CommandKind
     created_at: float = field(default_factory=time.time)
-    processes: Dict[int, pb.TraceProcess] = field(default_factory=dict)  # by host pid
+    processes: Dict[int, ProcessTrace] = field(default_factory=dict)  # by host pid
     config: Dict[int, str] = field(default_factory=dict)  # staged text per host pid, until taken
     pulled: Set[int] = field(default_factory=set)  # host pids that took it by polling
     idle_polls: Dict[int, int] = field(default_factory=dict)  # polls since delivery without starting
@@ -38,21 +60,12 @@ class Trace:
 
     @property
     def done(self) -> bool:
-        return all(p.phase not in ACTIVE for p in self.processes.values())
+        return all(p.phase.final for p in self.processes.values())
 
     def changed(self) -> None:
         """Wake every watcher; later waits use a fresh event."""
         self.updated.set()
         self.updated = asyncio.Event()
-
-    def info(self) -> pb.TraceInfo:
-        return pb.TraceInfo(
-            trace_id=self.trace_id,
-            kind=self.kind.value,
-            created_at=self.created_at,
-            processes=list(self.processes.values()),
-            done=self.done,
-        )
 
 
 class TraceStore:
@@ -80,41 +93,29 @@ class TraceStore:
         """Every process that holds an active trace, with the trace."""
         return {pid: t for pid, t_id in self._by_process.items() if (t := self._traces.get(t_id))}
 
-    def stage(self, trace: Trace, record: ProcessRecord, output: str) -> pb.TraceProcess:
-        now = time.time()
-        process = trace.processes[record.host_pid] = pb.TraceProcess(
-            pid=record.pid,
-            host_pid=record.host_pid,
-            rank=record.rank,
-            phase=pb.TRACE_PHASE_STAGED,
-            current_step=record.current_step,
-            output=output,
-            updated_at=now,
-            history=[pb.PhaseChange(phase=pb.TRACE_PHASE_STAGED, at=now)],
-        )
+    def stage(self, trace: Trace, record: ProcessRecord, output: str) -> ProcessTrace:
+        process = trace.processes[record.host_pid] = ProcessTrace.of(record, TracePhase.STAGED)
+        process.current_step, process.output = record.current_step, output
         self._by_process[record.host_pid] = trace.trace_id
         return process
 
-    def adopt(self, record: ProcessRecord, trace_id: str, phase: pb.TracePhase | None) -> Trace:
+    def adopt(self, record: ProcessRecord, trace_id: str, phase: Optional[TracePhase]) -> Trace:
         """A trace this daemon did not stage (it restarted since): follow it from now on."""
         trace = self._traces.get(trace_id) or self._remember(Trace(trace_id, CommandKind.NPUTRACE))
         process = trace.processes.setdefault(
-            record.host_pid,
-            pb.TraceProcess(
-                pid=record.pid, host_pid=record.host_pid, rank=record.rank, phase=pb.TRACE_PHASE_READY
-            ),
+            record.host_pid, ProcessTrace(record.pid, record.host_pid, record.rank, TracePhase.READY)
         )
         if phase is not None:
             process.phase = phase
         self._by_process[record.host_pid] = trace.trace_id
         return trace
 
-    def set_phase(self, trace: Trace, process: pb.TraceProcess, phase: pb.TracePhase) -> None:
+    def set_phase(self, trace: Trace, process: ProcessTrace, phase: TracePhase) -> None:
         process.updated_at = time.time()
         if process.phase != phase:
-            process.history.add(phase=phase, at=process.updated_at)
+            process.history.append((phase, process.updated_at))
         process.phase = phase
-        if phase not in ACTIVE and self._by_process.get(process.host_pid) == trace.trace_id:
+        if phase.final and self._by_process.get(process.host_pid) == trace.trace_id:
             del self._by_process[process.host_pid]
             trace.config.pop(process.host_pid, None)
         trace.changed()
@@ -125,7 +126,7 @@ class TraceStore:
         if trace is not None:
             process = trace.processes[host_pid]
             process.error = error
-            self.set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+            self.set_phase(trace, process, TracePhase.FAILED)
 
     def _remember(self, trace: Trace) -> Trace:
         """Keep *trace*; beyond MAX_TRACES forget the oldest finished one (else the oldest at all)."""

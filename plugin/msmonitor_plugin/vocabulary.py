@@ -44,12 +44,19 @@ class MonitorState(str, enum.Enum):
 
 
 class TracePhase(str, enum.Enum):
-    """One trace in one process, as the plugin reports it (``mm.event``); the last two are final."""
+    """One trace in one process. The plugin reports the last four (``mm.event``); the daemon knows the
+    first two itself. FINISHED and FAILED are final."""
 
-    READY = "ready"
+    STAGED = "staged"  # waiting for the process to take it (push, or its next poll)
+    DELIVERED = "delivered"  # taken by a client that reports nothing back (stock Kineto)
+    READY = "ready"  # accepted, waiting for its start step or time
     RUNNING = "running"
     FINISHED = "finished"
     FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (TracePhase.FINISHED, TracePhase.FAILED)
 
     def state(self) -> TraceState:
         """The process's trace slot while its trace is in this phase."""

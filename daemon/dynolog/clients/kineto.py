@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TraceState
+from msmonitor_plugin.vocabulary import TracePhase, TraceState
 
 from ..registry import ProcessRecord
-from ..traces import Trace, TraceStore
+from ..traces import ProcessTrace, Trace, TraceStore
 from . import outbox
 
 IDLE_POLLS = 5  # free polls after delivery, without a file, before a Kineto trace counts as dropped
@@ -29,13 +28,13 @@ class KinetoClient:
         if trace is None:
             return b""
         process = trace.processes[record.host_pid]
-        if process.phase == pb.TRACE_PHASE_STAGED and not busy:
+        if process.phase == TracePhase.STAGED and not busy:
             return outbox.take(self._traces, record)
-        if process.phase == pb.TRACE_PHASE_DELIVERED and busy:
-            self._traces.set_phase(trace, process, pb.TRACE_PHASE_RUNNING)
-        elif process.phase == pb.TRACE_PHASE_RUNNING and not busy:  # busy, then free again: it is done
+        if process.phase == TracePhase.DELIVERED and busy:
+            self._traces.set_phase(trace, process, TracePhase.RUNNING)
+        elif process.phase == TracePhase.RUNNING and not busy:  # busy, then free again: it is done
             self._check_file(trace, process)
-        elif process.phase == pb.TRACE_PHASE_DELIVERED:
+        elif process.phase == TracePhase.DELIVERED:
             # Kineto may take a poll or two to show it accepted; after that, it dropped the config.
             polls = trace.idle_polls[record.host_pid] = trace.idle_polls.get(record.host_pid, 0) + 1
             self._check_file(trace, process, final=polls >= IDLE_POLLS)
@@ -45,16 +44,16 @@ class KinetoClient:
         """Look for the files of processes that took *trace* by polling: they never say they finished."""
         for host_pid in trace.pulled:
             process = trace.processes[host_pid]
-            if process.phase in (pb.TRACE_PHASE_DELIVERED, pb.TRACE_PHASE_RUNNING):
+            if process.phase in (TracePhase.DELIVERED, TracePhase.RUNNING):
                 self._check_file(trace, process, final=False)
 
-    def _check_file(self, trace: Trace, process: pb.TraceProcess, final: bool = True) -> None:
+    def _check_file(self, trace: Trace, process: ProcessTrace, final: bool = True) -> None:
         if os.path.isfile(process.output):
             process.files[:] = [process.output]
-            self._traces.set_phase(trace, process, pb.TRACE_PHASE_FINISHED)
+            self._traces.set_phase(trace, process, TracePhase.FINISHED)
         elif final:
             process.error = (
                 f"Kineto did not write {process.output} (it ignored the config, or the directory is "
                 "missing); see the process's own log"
             )
-            self._traces.set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+            self._traces.set_phase(trace, process, TracePhase.FAILED)

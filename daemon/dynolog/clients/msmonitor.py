@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
+from msmonitor_plugin.vocabulary import TracePhase
 
 from ..registry import ProcessRecord, Registry
-from ..traces import Trace, TraceStore, framework_outputs
+from ..traces import ProcessTrace, Trace, TraceStore, framework_outputs
 from . import outbox
 
 
@@ -30,18 +30,18 @@ class MsMonitorClient:
         process.current_step = status.current_step
         if status.status in (1, 2):
             process.start_step, process.stop_step = status.start_step, status.stop_step
-            phase = pb.TRACE_PHASE_RUNNING if status.status == 1 else pb.TRACE_PHASE_READY
+            phase = TracePhase.RUNNING if status.status == 1 else TracePhase.READY
             return self._traces.set_phase(trace, process, phase)
-        if status.status == 0 and process.phase == pb.TRACE_PHASE_RUNNING:
+        if status.status == 0 and process.phase == TracePhase.RUNNING:
             process.files[:] = framework_outputs(process.output, trace.created_at)
-            return self._traces.set_phase(trace, process, pb.TRACE_PHASE_FINISHED)
+            return self._traces.set_phase(trace, process, TracePhase.FINISHED)
         if status.status == -1:
             process.error = (
                 "the framework's monitor process left (status Uninitialized) before the trace finished"
             )
-            self._traces.set_phase(trace, process, pb.TRACE_PHASE_FAILED)
+            self._traces.set_phase(trace, process, TracePhase.FAILED)
 
-    def _pulled_trace_of(self, record: ProcessRecord) -> Optional[Tuple[Trace, pb.TraceProcess]]:
+    def _pulled_trace_of(self, record: ProcessRecord) -> Optional[Tuple[Trace, ProcessTrace]]:
         """torch_npu polls from a helper process but reports from the training process, its parent:
         the trace taken by a process's helper is that process's trace."""
         for host_pid, trace in self._traces.holders().items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin.vocabulary import TracePhase
 
 from ..registry import ProcessRecord
 from ..traces import TraceStore
@@ -14,7 +14,7 @@ def take(traces: TraceStore, record: ProcessRecord) -> bytes:
     if text is None:
         return b""
     trace = traces.active(record.host_pid)
-    if trace is not None and trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED:
+    if trace is not None and trace.processes[record.host_pid].phase == TracePhase.STAGED:
         trace.pulled.add(record.host_pid)
-        traces.set_phase(trace, trace.processes[record.host_pid], pb.TRACE_PHASE_DELIVERED)
+        traces.set_phase(trace, trace.processes[record.host_pid], TracePhase.DELIVERED)
     return (text + "\n").encode()

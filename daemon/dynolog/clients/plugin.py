@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import TracePhase
 
@@ -15,20 +14,14 @@ from ..traces import TraceStore
 
 log = logging.getLogger("dynolog.trace")
 
-PHASES = {
-    TracePhase.READY: pb.TRACE_PHASE_READY,
-    TracePhase.RUNNING: pb.TRACE_PHASE_RUNNING,
-    TracePhase.FINISHED: pb.TRACE_PHASE_FINISHED,
-    TracePhase.FAILED: pb.TRACE_PHASE_FAILED,
-}
-
 
 def phase_of(text: str, unknown: TracePhase = TracePhase.FAILED) -> TracePhase:
-    """A phase as the plugin sent it (a str enum is looked up by value, never by hash)."""
+    """A phase as the plugin sent it; the daemon's own phases (staged, delivered) are not the plugin's."""
     try:
-        return TracePhase(text)
+        phase = TracePhase(text)  # a str enum is looked up by value, never by hash
     except ValueError:
         return unknown
+    return unknown if phase in (TracePhase.STAGED, TracePhase.DELIVERED) else phase
 
 
 class PluginClient:
@@ -40,10 +33,10 @@ class PluginClient:
         trace = self._traces.active(record.host_pid)
         if trace is None:
             if hello.trace_id:
-                phase = PHASES[phase_of(hello.trace_phase, TracePhase.READY)] if hello.trace_phase else None
+                phase = phase_of(hello.trace_phase, TracePhase.READY) if hello.trace_phase else None
                 self._traces.adopt(record, hello.trace_id, phase)
             return
-        staged = trace.processes[record.host_pid].phase == pb.TRACE_PHASE_STAGED
+        staged = trace.processes[record.host_pid].phase == TracePhase.STAGED
         if staged and record.accepts_push:  # the push may have been lost; the plugin ignores repeats
             self._delivery.push(record, trace.kind, trace.trace_id, trace.config[record.host_pid])
 
@@ -51,7 +44,7 @@ class PluginClient:
         trace = self._traces.get(event.trace_id)
         if trace is None or record.host_pid not in trace.processes:
             log.info("event for unknown trace %s from pid %d: adopting it", event.trace_id, record.host_pid)
-            trace = self._traces.adopt(record, event.trace_id, pb.TRACE_PHASE_READY)
+            trace = self._traces.adopt(record, event.trace_id, TracePhase.READY)
         process = trace.processes[record.host_pid]
         process.current_step, process.start_step, process.stop_step = (
             event.current_step,
@@ -67,4 +60,4 @@ class PluginClient:
         trace.config.pop(record.host_pid, None)
         phase = phase_of(event.phase)
         record.trace_state = phase.state()
-        self._traces.set_phase(trace, process, PHASES[phase])
+        self._traces.set_phase(trace, process, phase)
