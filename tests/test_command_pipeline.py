@@ -7,8 +7,6 @@ import asyncio
 import itertools
 from typing import Sequence
 
-import pytest
-
 from dynolog.commands import CommandPipeline, CommandResult
 from dynolog.delivery import Delivery
 from dynolog.kinds.gputrace import GpuTrace
@@ -133,12 +131,3 @@ def test_a_delivered_trace_is_staged_in_every_process_that_took_it_and_then_excl
     }
     again = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(again) == [Reason.TRACE_BUSY, Reason.TRACE_BUSY]
-
-
-@pytest.mark.parametrize("kind", list(CommandKind))
-def test_every_kind_has_a_policy_and_a_key_table(kind: CommandKind):
-    from msmonitor_plugin import configtext
-
-    node = Node()
-    assert {node.nputrace.kind, node.gputrace.kind, node.npumonitor.kind} == set(CommandKind)
-    assert configtext.TABLES[kind]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import collections
 from dataclasses import dataclass, field
-from typing import Generic, List, Optional, TypeVar
+from typing import Generic, List, Optional, Protocol, TypeVar
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, Reason, TraceState
@@ -23,7 +23,15 @@ from . import targeting
 from .registry import ProcessRecord, Registry
 from .traces import TraceStore
 
-Request = TypeVar("Request")
+
+class Targeted(Protocol):
+    """Every command request says which processes it is for."""
+
+    @property
+    def targets(self) -> pb.Targets: ...
+
+
+Request = TypeVar("Request", bound=Targeted)
 
 
 @dataclass
@@ -45,7 +53,6 @@ class Outcome:
 
 @dataclass
 class CommandResult:
-    kind: CommandKind
     label: str  # "nputrace", "npu-monitor start", ... as the answer names the command
     outcomes: List[Outcome] = field(default_factory=list)
     refusal: Optional[Reason] = None  # refused before any process: none registered, none matched
@@ -88,9 +95,6 @@ class Policy(abc.ABC, Generic[Request]):
     @abc.abstractmethod
     def label(self, request: Request) -> str: ...
 
-    @abc.abstractmethod
-    def targets(self, request: Request) -> pb.Targets: ...
-
     def refuse(self, request: Request, record: ProcessRecord) -> Optional[Reason]:
         """The kind's own rule for one process, after capability and exclusion; None: it may take it."""
         return None
@@ -113,8 +117,8 @@ class CommandPipeline:
         return result
 
     def decide(self, policy: Policy[Request], request: Request) -> CommandResult:
-        result = CommandResult(policy.kind, policy.label(request))
-        targets = policy.targets(request)
+        result = CommandResult(policy.label(request))
+        targets = request.targets
         if len(self.registry) == 0:
             return _refused(result, Reason.NO_PROCESS_REGISTERED, Reason.NO_PROCESS_REGISTERED.value)
         matched = targeting.select(self.registry, targets)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 from typing import Dict, Optional, Set, Tuple
 
@@ -21,8 +20,6 @@ from msmonitor_plugin.monitor.report import ChunkAssembler, KindStat, NameStat, 
 from . import targeting
 from .registry import ProcessRecord, Registry
 from .sinks import ProcessLabels, Sinks, SinkWorker
-
-log = logging.getLogger("dynolog.monitor")
 
 MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
 

@@ -159,7 +159,8 @@ class Registry:
         # What the plugin runs itself, its word on is authoritative (and survives a daemon restart);
         # the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
         if "push" in hello.capabilities and CommandKind.NPUTRACE.value in hello.capabilities:
-            record.trace_state = _phase_state(hello.trace_phase)
+            phase = TracePhase.reported(hello.trace_phase)
+            record.trace_state = phase.state() if phase is not None else TraceState.IDLE
         if "push" in hello.capabilities and hello.monitor_state in (MonitorState.IDLE, MonitorState.RUNNING):
             record.monitor_state = MonitorState(hello.monitor_state)
         if record.monitor_state is MonitorState.UNINITIALIZED:
@@ -225,11 +226,3 @@ class Registry:
         for pids in self._contexts.values():
             pids.discard(host_pid)
         self._contexts = {key: pids for key, pids in self._contexts.items() if pids}
-
-
-def _phase_state(phase: str) -> TraceState:
-    """The trace slot of a process whose trace is in *phase* ("" or unknown: idle)."""
-    try:
-        return TracePhase(phase).state()
-    except ValueError:
-        return TraceState.IDLE

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Tuple
 
 from . import vocabulary as v
-from .vocabulary import CommandKind
 
 
 class ConfigTextError(ValueError):
@@ -136,12 +135,6 @@ NPUMONITOR: Table = (
     Key("NPU_MONITOR_FILTER", TEXT),
     Key("TOP_N", INT, v.DEFAULT_TOP_N),
 )
-
-TABLES: Dict[CommandKind, Table] = {
-    CommandKind.NPUTRACE: NPUTRACE,
-    CommandKind.GPUTRACE: GPUTRACE,
-    CommandKind.NPUMONITOR: NPUMONITOR,
-}
 
 # Appended by the daemon to every trace command; Kineto copies it into the trace.
 TRACE_ID_KEY = "REQUEST_TRACE_ID"

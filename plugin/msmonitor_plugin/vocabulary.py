@@ -58,6 +58,18 @@ class TracePhase(str, enum.Enum):
     def final(self) -> bool:
         return self in (TracePhase.FINISHED, TracePhase.FAILED)
 
+    @classmethod
+    def reported(cls, text: str) -> Optional[TracePhase]:
+        """A phase as a process reports it (ready, running, finished, failed); None for anything else.
+
+        By value: a str enum hashes by name, so ``{TracePhase.READY: ...}.get("ready")`` finds nothing.
+        """
+        try:
+            phase = cls(text)
+        except ValueError:
+            return None
+        return None if phase in (cls.STAGED, cls.DELIVERED) else phase
+
     def state(self) -> TraceState:
         """The process's trace slot while its trace is in this phase."""
         return {TracePhase.READY: TraceState.READY, TracePhase.RUNNING: TraceState.RUNNING}.get(

@@ -15,15 +15,6 @@ from ..traces import TraceStore
 log = logging.getLogger("dynolog.trace")
 
 
-def phase_of(text: str, unknown: TracePhase = TracePhase.FAILED) -> TracePhase:
-    """A phase as the plugin sent it; the daemon's own phases (staged, delivered) are not the plugin's."""
-    try:
-        phase = TracePhase(text)  # a str enum is looked up by value, never by hash
-    except ValueError:
-        return unknown
-    return unknown if phase in (TracePhase.STAGED, TracePhase.DELIVERED) else phase
-
-
 class PluginClient:
     def __init__(self, traces: TraceStore, delivery: Delivery) -> None:
         self._traces = traces
@@ -32,9 +23,8 @@ class PluginClient:
     def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         trace = self._traces.active(record.host_pid)
         if trace is None:
-            if hello.trace_id:
-                phase = phase_of(hello.trace_phase, TracePhase.READY) if hello.trace_phase else None
-                self._traces.adopt(record, hello.trace_id, phase)
+            if hello.trace_id:  # a new process in the trace starts as ready
+                self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
             return
         staged = trace.processes[record.host_pid].phase == TracePhase.STAGED
         if staged and record.accepts_push:  # the push may have been lost; the plugin ignores repeats
@@ -58,6 +48,6 @@ class PluginClient:
         process.error = event.error
         process.warnings[:] = event.warnings
         trace.config.pop(record.host_pid, None)
-        phase = phase_of(event.phase)
+        phase = TracePhase.reported(event.phase) or TracePhase.FAILED
         record.trace_state = phase.state()
         self._traces.set_phase(trace, process, phase)

@@ -17,9 +17,6 @@ class GpuTrace(TracePolicy[pb.GpuTraceRequest]):
     def label(self, request: pb.GpuTraceRequest) -> str:
         return "gputrace"
 
-    def targets(self, request: pb.GpuTraceRequest) -> pb.Targets:
-        return request.targets
-
     def expected_output(self, request: pb.GpuTraceRequest, record: ProcessRecord) -> str:
         return kineto_output_file(request.log_file, record.pid)
 

@@ -45,9 +45,6 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
     def label(self, request: pb.NpuMonitorRequest) -> str:
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
 
-    def targets(self, request: pb.NpuMonitorRequest) -> pb.Targets:
-        return request.targets
-
     def text(self, request: pb.NpuMonitorRequest) -> str:
         r = request
         return configtext.render(

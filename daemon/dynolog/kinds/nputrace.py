@@ -24,9 +24,6 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
     def label(self, request: pb.NpuTraceRequest) -> str:
         return "nputrace"
 
-    def targets(self, request: pb.NpuTraceRequest) -> pb.Targets:
-        return request.targets
-
     def refuse(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> Optional[Reason]:
         if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
             return Reason.START_STEP_PASSED

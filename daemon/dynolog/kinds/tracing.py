@@ -37,7 +37,6 @@ class TracePolicy(Policy[Request]):
             record = outcome.record
             outcome.expected_output = self.expected_output(request, record)
             self._traces.stage(trace, record, outcome.expected_output)
-            if record.accepts_push:
+            if self._delivery.send(record, self.kind, trace.trace_id, text):
                 trace.config[record.host_pid] = text  # kept to push again if the push was lost
-            self._delivery.send(record, self.kind, trace.trace_id, text)
         log.info("%s %s staged for %d process(es)", self.kind.value, trace.trace_id, len(result.taken))

@@ -140,7 +140,7 @@ class TraceSession:
     # --- any thread -------------------------------------------------------------------------------
 
     def abort(self, why: str) -> None:
-        if self.phase in (TracePhase.READY, TracePhase.RUNNING):
+        if not self.phase.final:
             self._counter.pending = None
             self._fail(why)
 
@@ -205,7 +205,7 @@ class Tracer:
     def state(self) -> Tuple[str, str]:
         """(trace id, phase) for the heartbeat; ("", "") when idle."""
         session = self.session
-        if session is None or session.phase not in (TracePhase.READY, TracePhase.RUNNING):
+        if session is None or session.phase.final:
             return "", ""
         return session.spec.trace_id, session.phase
 

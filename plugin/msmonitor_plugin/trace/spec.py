@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import configtext, wire
 from ..configtext import ConfigTextError
-from ..vocabulary import CommandKind
+from ..vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
 
 
 @dataclass
@@ -26,7 +26,7 @@ class TraceSpec:
     start_time_ms: int = 0  # time-based: epoch ms (0: now)
     iterations: int = 0  # > 0: step-based
     duration_ms: int = 0
-    activities: List[str] = field(default_factory=lambda: ["CPU", "NPU"])
+    activities: List[str] = field(default_factory=lambda: split_list(DEFAULT_NPU_ACTIVITIES))
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False
