@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_plugin.vocabulary import TracePhase, TraceState
 
 from ..delivery import Delivery
 from ..registry import ProcessRecord
@@ -23,12 +23,21 @@ class PluginClient:
     def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         trace = self._traces.active(record.host_pid)
         if trace is None:
-            if hello.trace_id:  # a new process in the trace starts as ready
+            if hello.trace_id and self._ended(hello.trace_id, record):
+                record.trace_state = TraceState.IDLE  # the registry took the stale claim: undo it
+            elif hello.trace_id:
                 self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
             return
         staged = trace.processes[record.host_pid].phase == TracePhase.STAGED
         if staged and record.accepts_push:  # the push may have been lost; the plugin ignores repeats
             self._delivery.push(record, trace.kind, trace.trace_id, trace.config[record.host_pid])
+
+    def _ended(self, trace_id: str, record: ProcessRecord) -> bool:
+        """Whether this process already finished *trace_id*: a heartbeat built just before its last event
+        may arrive just after it, and must not bring the trace back."""
+        trace = self._traces.get(trace_id)
+        process = trace.processes.get(record.host_pid) if trace is not None else None
+        return process is not None and process.phase.final
 
     def event(self, record: ProcessRecord, event: wire.TraceEvent) -> None:
         trace = self._traces.get(event.trace_id)
@@ -45,6 +54,7 @@ class PluginClient:
         if event.output:
             process.output = event.output
         process.files[:] = event.files
+        process.size_bytes = event.size_bytes
         process.error = event.error
         process.warnings[:] = event.warnings
         trace.config.pop(record.host_pid, None)
