@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import sys
 from typing import Iterable, List, Mapping, Optional
 
 from . import identity, torch_hook, wire
@@ -26,7 +25,7 @@ def capabilities(kinds: Iterable[CommandKind], env: Mapping[str, str]) -> List[s
     In a torch_npu or MindSpore job run with MSMONITOR_USE_DAEMON, the framework's own dynamic profiler
     takes nputrace (through IPCMonitor), so the plugin leaves it to that.
     """
-    framework_traces = any(name in sys.modules for name in ("torch_npu", "mindspore"))
+    framework_traces = any(identity.imported(name) for name in ("torch_npu", "mindspore"))
     leave_nputrace = framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")
     return ["push", *(k.value for k in kinds if not (leave_nputrace and k is CommandKind.NPUTRACE))]
 

@@ -6,7 +6,8 @@ import os
 import platform
 import socket
 import sys
-from typing import Dict, List, Mapping, Tuple
+from types import ModuleType
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from ._version import __version__
 from .vocabulary import split_list
@@ -69,11 +70,30 @@ def devices(env: Mapping[str, str]) -> List[int]:
     return []
 
 
+def imported(name: str) -> Optional[ModuleType]:
+    """The module once its import has finished; None before, and while another thread still runs it.
+
+    A module is in ``sys.modules`` from the moment its import begins: touching torch's submodules then,
+    from the plugin's thread, deadlocks on the import lock of the thread that is importing it.
+    """
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
+
+
+def import_in_progress() -> bool:
+    """Whether some thread is importing a module right now."""
+    return any(
+        getattr(getattr(m, "__spec__", None), "_initializing", False) for m in list(sys.modules.values())
+    )
+
+
 def framework() -> Dict[str, str]:
     """Versions of the frameworks this process has imported (never imports one itself)."""
     found = {"python": platform.python_version()}
     for module_name, _ in _BACKENDS:
-        module = sys.modules.get(module_name)
+        module = imported(module_name)
         if module is not None:
             found[module_name] = str(getattr(module, "__version__", "unknown"))
     return found

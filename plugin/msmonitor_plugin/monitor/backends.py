@@ -13,9 +13,9 @@ import ctypes
 import logging
 import os
 import struct
-import sys
 from typing import Dict, FrozenSet, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from ..identity import imported
 from .aggregate import Aggregator, Row
 from .filters import KEEP_ALL, Filter
 from .layouts import BufferParser, BufferResult, NameTable, WalkError, stride_offsets
@@ -281,7 +281,7 @@ def select_backend(env: Mapping[str, str] = os.environ) -> Tuple[Backend, List[s
         return MsptiBackend(load_library(env=env), env), notes
     except MsptiError as exc:
         notes.append(str(exc))
-    torch = sys.modules.get("torch")
+    torch = imported("torch")
     if torch is None:
         notes.append("torch is not imported by this process")
         return NoBackend(), notes

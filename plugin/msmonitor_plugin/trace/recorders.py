@@ -10,10 +10,10 @@ from __future__ import annotations
 import glob
 import os
 import socket
-import sys
 import time
 from typing import Any, List
 
+from ..identity import imported
 from ..vocabulary import CommandKind, timestamp
 from .analyse import analyse_file
 from .spec import TraceSpec, kineto_output_file
@@ -54,9 +54,9 @@ class Recorder:
 
 
 def recorder_for(spec: TraceSpec) -> Recorder:
-    if "torch_npu" in sys.modules and spec.kind == CommandKind.NPUTRACE:
+    if imported("torch_npu") and spec.kind == CommandKind.NPUTRACE:
         return NpuRecorder(spec)
-    if "torch" in sys.modules:
+    if imported("torch"):
         return TorchRecorder(spec)
     raise RecorderError("this process has not imported torch (or torch_npu): there is no profiler to run")
 
