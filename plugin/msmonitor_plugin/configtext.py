@@ -136,6 +136,34 @@ NPUMONITOR: Table = (
     Key("TOP_N", INT, v.DEFAULT_TOP_N),
 )
 
+# dynamic: one `dyno dynamic` window. A start carries where it goes and what it records (nputrace's
+# options under their keys, msprof's under MSPROF_); a stop only its action.
+DYNAMIC_START, DYNAMIC_STOP = "start", "stop"
+MSPROF_SWITCHES = (
+    "MSPROF_RUNTIME_API",
+    "MSPROF_AICPU",
+    "MSPROF_MODEL_EXECUTION",
+    "MSPROF_HCCL",
+    "MSPROF_MSPROFTX",
+    "MSPROF_ASCENDCL",
+    "MSPROF_L2",
+    "MSPROF_SYS_HARDWARE_MEM",
+)
+DYNAMIC: Table = (
+    Key("DYNAMIC_ACTION", TEXT, DYNAMIC_START),
+    Key("DYNAMIC_OUTPUT", TEXT),
+    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
+    Key("PROFILE_RECORD_SHAPES", BOOL, False),
+    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_WITH_STACK", BOOL, False),
+    Key("PROFILE_WITH_MODULES", BOOL, False),
+    Key("MSPROF_TASK_TIME", TEXT),
+    Key("MSPROF_AIC_METRICS", TEXT),
+    Key("MSPROF_HOST_SYS", LIST, []),
+    Key("MSPROF_TYPE", TEXT),
+    *(Key(name, BOOL, False) for name in MSPROF_SWITCHES),
+)
+
 # Appended by the daemon to every trace command; Kineto copies it into the trace.
 TRACE_ID_KEY = "REQUEST_TRACE_ID"
 

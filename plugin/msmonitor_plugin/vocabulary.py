@@ -18,6 +18,7 @@ class CommandKind(str, enum.Enum):
     NPUTRACE = "nputrace"
     GPUTRACE = "gputrace"
     NPUMONITOR = "npumonitor"
+    DYNAMIC = "dynamic"  # a `dyno dynamic` window: collect from start until stop
 
     @property
     def traces(self) -> bool:
@@ -94,6 +95,7 @@ class Reason(enum.Enum):
     TRACE_BUSY = "a trace is already pending or running there (or an earlier command awaits its next poll)"
     START_STEP_PASSED = "its start step has already begun"
     PROCESS_LIMIT = "beyond --process-limit"
+    HELD = "another `dyno dynamic` session controls it"
 
 
 # --- defaults: one place for what dyno, the daemon and the plugin assume when a value is not given ---
@@ -109,6 +111,10 @@ DEFAULT_PROFILER_LEVEL = "Level0"
 DEFAULT_AIC_METRICS = "AiCoreNone"
 DEFAULT_DURATION_MS = 500  # a time-based trace without --duration-ms, as dynolog's dyno
 DEFAULT_KINETO_LOG_FILE = "/tmp/libkineto_activities.json"
+# msprof's dynamic-mode limits: the session ends after this long without collecting, or this many
+# start/stop commands.
+DEFAULT_DYNAMIC_IDLE_TIMEOUT_S = 1800
+DEFAULT_DYNAMIC_COMMAND_LIMIT = 100
 
 
 def split_list(text: Optional[str]) -> List[str]:

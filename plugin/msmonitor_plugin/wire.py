@@ -249,7 +249,7 @@ class JsonMessage:
 
 
 # Integers must fit the gRPC fields they end up in: int32, but for these int64 ones.
-_INT64_FIELDS = {"job_id", "step", "current_step", "start_step", "stop_step"}
+_INT64_FIELDS = {"job_id", "step", "current_step", "start_step", "stop_step", "size_bytes"}
 
 
 def _fits(name: str, value: Any) -> bool:
@@ -340,6 +340,7 @@ class TraceEvent(JsonMessage):
     files: List[str] = field(default_factory=list)
     error: str = ""
     warnings: List[str] = field(default_factory=list)
+    size_bytes: int = 0  # of the files written
 
 
 @dataclass

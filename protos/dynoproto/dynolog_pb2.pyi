@@ -44,6 +44,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_PROCESS_LIMIT: _ClassVar[Reason]
     REASON_NOT_SUPPORTED: _ClassVar[Reason]
     REASON_NPU_TRACE_RUNNING: _ClassVar[Reason]
+    REASON_HELD: _ClassVar[Reason]
 
 class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +55,15 @@ class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRACE_PHASE_RUNNING: _ClassVar[TracePhase]
     TRACE_PHASE_FINISHED: _ClassVar[TracePhase]
     TRACE_PHASE_FAILED: _ClassVar[TracePhase]
+
+class DynamicAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DYNAMIC_ACTION_UNSPECIFIED: _ClassVar[DynamicAction]
+    DYNAMIC_ACTION_ATTACH: _ClassVar[DynamicAction]
+    DYNAMIC_ACTION_START: _ClassVar[DynamicAction]
+    DYNAMIC_ACTION_STOP: _ClassVar[DynamicAction]
+    DYNAMIC_ACTION_STATUS: _ClassVar[DynamicAction]
+    DYNAMIC_ACTION_QUIT: _ClassVar[DynamicAction]
 CLIENT_KIND_UNSPECIFIED: ClientKind
 CLIENT_KIND_PLUGIN: ClientKind
 CLIENT_KIND_KINETO: ClientKind
@@ -77,6 +87,7 @@ REASON_START_STEP_PASSED: Reason
 REASON_PROCESS_LIMIT: Reason
 REASON_NOT_SUPPORTED: Reason
 REASON_NPU_TRACE_RUNNING: Reason
+REASON_HELD: Reason
 TRACE_PHASE_UNSPECIFIED: TracePhase
 TRACE_PHASE_STAGED: TracePhase
 TRACE_PHASE_DELIVERED: TracePhase
@@ -84,6 +95,12 @@ TRACE_PHASE_READY: TracePhase
 TRACE_PHASE_RUNNING: TracePhase
 TRACE_PHASE_FINISHED: TracePhase
 TRACE_PHASE_FAILED: TracePhase
+DYNAMIC_ACTION_UNSPECIFIED: DynamicAction
+DYNAMIC_ACTION_ATTACH: DynamicAction
+DYNAMIC_ACTION_START: DynamicAction
+DYNAMIC_ACTION_STOP: DynamicAction
+DYNAMIC_ACTION_STATUS: DynamicAction
+DYNAMIC_ACTION_QUIT: DynamicAction
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -160,7 +177,7 @@ class GetVersionResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., api: _Optional[str] = ..., python: _Optional[str] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
-    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state")
+    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state", "held_by")
     class VersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +205,7 @@ class ProcessInfo(_message.Message):
     CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
     TRACE_STATE_FIELD_NUMBER: _ClassVar[int]
     MONITOR_STATE_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
     pid: int
     host_pid: int
     ancestors: _containers.RepeatedScalarFieldContainer[int]
@@ -208,7 +226,8 @@ class ProcessInfo(_message.Message):
     current_step: int
     trace_state: TraceState
     monitor_state: MonitorState
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ...) -> None: ...
+    held_by: str
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -537,3 +556,119 @@ class WatchMetricsRequest(_message.Message):
     targets: Targets
     latest: bool
     def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., latest: _Optional[bool] = ...) -> None: ...
+
+class DynamicOptions(_message.Message):
+    __slots__ = ("activities", "record_shapes", "profile_memory", "with_stack", "with_modules", "task_time", "runtime_api", "aicpu", "model_execution", "hccl", "msproftx", "ascendcl", "aic_metrics", "l2", "sys_hardware_mem", "host_sys", "export_type")
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    WITH_STACK_FIELD_NUMBER: _ClassVar[int]
+    WITH_MODULES_FIELD_NUMBER: _ClassVar[int]
+    TASK_TIME_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_API_FIELD_NUMBER: _ClassVar[int]
+    AICPU_FIELD_NUMBER: _ClassVar[int]
+    MODEL_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    HCCL_FIELD_NUMBER: _ClassVar[int]
+    MSPROFTX_FIELD_NUMBER: _ClassVar[int]
+    ASCENDCL_FIELD_NUMBER: _ClassVar[int]
+    AIC_METRICS_FIELD_NUMBER: _ClassVar[int]
+    L2_FIELD_NUMBER: _ClassVar[int]
+    SYS_HARDWARE_MEM_FIELD_NUMBER: _ClassVar[int]
+    HOST_SYS_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    activities: _containers.RepeatedScalarFieldContainer[str]
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    with_modules: bool
+    task_time: str
+    runtime_api: bool
+    aicpu: bool
+    model_execution: bool
+    hccl: bool
+    msproftx: bool
+    ascendcl: bool
+    aic_metrics: str
+    l2: bool
+    sys_hardware_mem: bool
+    host_sys: _containers.RepeatedScalarFieldContainer[str]
+    export_type: str
+    def __init__(self, activities: _Optional[_Iterable[str]] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., task_time: _Optional[str] = ..., runtime_api: _Optional[bool] = ..., aicpu: _Optional[bool] = ..., model_execution: _Optional[bool] = ..., hccl: _Optional[bool] = ..., msproftx: _Optional[bool] = ..., ascendcl: _Optional[bool] = ..., aic_metrics: _Optional[str] = ..., l2: _Optional[bool] = ..., sys_hardware_mem: _Optional[bool] = ..., host_sys: _Optional[_Iterable[str]] = ..., export_type: _Optional[str] = ...) -> None: ...
+
+class DynamicClient(_message.Message):
+    __slots__ = ("user", "uid", "hostname", "pid")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    uid: int
+    hostname: str
+    pid: int
+    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class DynamicAttach(_message.Message):
+    __slots__ = ("targets", "output", "options", "idle_timeout_s", "command_limit", "wait_registration_s", "client")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REGISTRATION_S_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    output: str
+    options: DynamicOptions
+    idle_timeout_s: float
+    command_limit: int
+    wait_registration_s: float
+    client: DynamicClient
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., output: _Optional[str] = ..., options: _Optional[_Union[DynamicOptions, _Mapping]] = ..., idle_timeout_s: _Optional[float] = ..., command_limit: _Optional[int] = ..., wait_registration_s: _Optional[float] = ..., client: _Optional[_Union[DynamicClient, _Mapping]] = ...) -> None: ...
+
+class DynamicRequest(_message.Message):
+    __slots__ = ("seq", "action", "attach")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    action: DynamicAction
+    attach: DynamicAttach
+    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., attach: _Optional[_Union[DynamicAttach, _Mapping]] = ...) -> None: ...
+
+class DynamicProcess(_message.Message):
+    __slots__ = ("pid", "host_pid", "rank", "ok", "detail", "window", "size_bytes")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    host_pid: int
+    rank: int
+    ok: bool
+    detail: str
+    window: TraceProcess
+    size_bytes: int
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., ok: _Optional[bool] = ..., detail: _Optional[str] = ..., window: _Optional[_Union[TraceProcess, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class DynamicReply(_message.Message):
+    __slots__ = ("seq", "action", "ok", "message", "processes", "window_id", "ended", "commands_left")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    action: DynamicAction
+    ok: bool
+    message: str
+    processes: _containers.RepeatedCompositeFieldContainer[DynamicProcess]
+    window_id: str
+    ended: bool
+    commands_left: int
+    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: _Optional[bool] = ..., commands_left: _Optional[int] = ...) -> None: ...

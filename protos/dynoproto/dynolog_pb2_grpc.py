@@ -79,6 +79,11 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
                 _registered_method=True)
+        self.Dynamic = channel.stream_stream(
+                '/dynolog.v1.Dynolog/Dynamic',
+                request_serializer=dynoproto_dot_dynolog__pb2.DynamicRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.DynamicReply.FromString,
+                _registered_method=True)
 
 
 class DynologServicer:
@@ -144,6 +149,14 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Dynamic(self, request_iterator, context):
+        """msprof's dynamic mode (`dyno dynamic`): attach to processes, then start and stop collection windows
+        at will. The processes are held for as long as the stream lasts: one controller per process.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DynologServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -191,6 +204,11 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.WatchMetrics,
                     request_deserializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.MetricsReport.SerializeToString,
+            ),
+            'Dynamic': grpc.stream_stream_rpc_method_handler(
+                    servicer.Dynamic,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.DynamicRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.DynamicReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -436,6 +454,33 @@ class Dynolog:
             '/dynolog.v1.Dynolog/WatchMetrics',
             dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Dynamic(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/dynolog.v1.Dynolog/Dynamic',
+            dynoproto_dot_dynolog__pb2.DynamicRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.DynamicReply.FromString,
             options,
             channel_credentials,
             insecure,

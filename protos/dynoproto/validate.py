@@ -40,6 +40,14 @@ _FLAGS = {
     "profile_start_iteration_roundup": "--profile-start-iteration-roundup",
     "mspti_activity_kind": "--mspti-activity-kind",
     "npu_monitor_start": "--npu-monitor-start",
+    "options.activities": "--activities",
+    "options.task_time": "--task-time",
+    "options.aic_metrics": "--aic-metrics",
+    "options.host_sys": "--host-sys",
+    "options.export_type": "--type",
+    "idle_timeout_s": "--idle-timeout",
+    "wait_registration_s": "--launch-timeout",
+    "command_limit": "--command-limit",
 }
 
 
@@ -144,6 +152,30 @@ def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
     errors += _config_safe("filter", request.filter)
     if not 0 <= request.top_n <= 1000:
         errors.append(FieldError("top_n", f"must be in 0..1000 (0: the default 10), got {request.top_n}"))
+    return errors
+
+
+TASK_TIMES = ("l0", "l1", "l2", "on", "off")
+DYNAMIC_EXPORT_TYPES = ("text", "db")
+
+
+def dynamic_attach(attach: pb.DynamicAttach) -> List[FieldError]:
+    """``dyno dynamic``: the processes, the output root, and the options every window records with."""
+    errors = targets(attach.targets) + output_path("output", attach.output)
+    if not attach.targets.pids:
+        errors.append(FieldError("targets.pids", "is required: name the processes to attach to"))
+    o = attach.options
+    errors += _choices("options.activities", o.activities, ACTIVITIES, required=True)
+    errors += _choice("options.task_time", o.task_time, TASK_TIMES)
+    errors += _choice("options.aic_metrics", o.aic_metrics, AIC_METRICS)
+    errors += _choices("options.host_sys", o.host_sys, HOST_SYS)
+    errors += _choice("options.export_type", o.export_type, DYNAMIC_EXPORT_TYPES)
+    for name, value in (
+        ("idle_timeout_s", attach.idle_timeout_s),
+        ("wait_registration_s", attach.wait_registration_s),
+    ):
+        if not value >= 0:
+            errors.append(FieldError(name, f"must be >= 0 seconds, got {value}"))
     return errors
 
 
