@@ -1,4 +1,5 @@
-"""Imported by ``msmonitor_plugin.pth`` at interpreter start when ``MSMONITOR_USE_DAEMON`` is set."""
+"""Imported by ``msmonitor_plugin.pth`` at interpreter start when ``MSMONITOR_USE_DAEMON`` is set, or
+msprof's ``PROFILING_MODE=dynamic`` (a job started for msprof's dynamic mode is attachable as it is)."""
 
 import msmonitor_plugin
 

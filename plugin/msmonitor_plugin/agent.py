@@ -39,7 +39,9 @@ class Agent:
         self.tracer = Tracer(counter, self._report)
         self.monitor = MonitorHandler(env, send=self.link.send_reliably)
         self.router = CommandRouter()
-        self.router.register((CommandKind.NPUTRACE, CommandKind.GPUTRACE), self.tracer.accept)
+        self.router.register(
+            (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC), self.tracer.accept
+        )
         self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)
 
     def start(self) -> None:

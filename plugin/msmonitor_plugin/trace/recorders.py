@@ -15,6 +15,7 @@ from typing import Any, List
 
 from ..identity import imported
 from ..vocabulary import CommandKind, timestamp
+from . import prof
 from .analyse import analyse_file
 from .spec import TraceSpec, kineto_output_file
 
@@ -52,9 +53,21 @@ class Recorder:
     def output(self) -> str:
         raise NotImplementedError
 
+    def _unhonoured(self, names: List[str], why: str) -> None:
+        """Name the msprof options this backend cannot record, never drop them silently."""
+        options = [_msprof_flag(k, self.spec.msprof[k]) for k in sorted(self.spec.msprof) if k in names]
+        if options:
+            self.warnings.append(f"not honoured ({why}): {', '.join(options)}")
+
+
+def _msprof_flag(key: str, value: str) -> str:
+    """``MSPROF_TASK_TIME`` = ``l1`` as msprof spells it: ``--task-time=l1`` (switches as ``=on``)."""
+    flag = "--" + key[len("MSPROF_") :].lower().replace("_", "-")
+    return f"{flag}={'on' if value == 'true' else value}"
+
 
 def recorder_for(spec: TraceSpec) -> Recorder:
-    if imported("torch_npu") and spec.kind == CommandKind.NPUTRACE:
+    if imported("torch_npu") and spec.kind in (CommandKind.NPUTRACE, CommandKind.DYNAMIC):
         return NpuRecorder(spec)
     if imported("torch"):
         return TorchRecorder(spec)
@@ -82,6 +95,7 @@ class TorchRecorder(Recorder):
             )
         if not activities:
             raise RecorderError(f"nothing to record: {','.join(spec.activities)} unavailable in this process")
+        self._unhonoured(list(spec.msprof), "torch.profiler records no Ascend data; they need torch_npu")
         # A schedule that always records makes torch mark each step as ProfilerStep#<n>.
         self._profile = profile(
             activities=activities,
@@ -91,16 +105,31 @@ class TorchRecorder(Recorder):
             with_stack=spec.with_stack,
             with_flops=spec.with_flops,
             with_modules=spec.with_modules,
+            experimental_config=self._all_threads() if spec.until_stopped else None,
         )
         host, pid = socket.gethostname(), os.getpid()
         if spec.kind == CommandKind.GPUTRACE:  # where stock Kineto would write it
             self._file = kineto_output_file(spec.log_file, pid)
             self._dir = os.path.dirname(self._file) or "."
+        elif spec.until_stopped:
+            self._dir = os.path.join(spec.log_file, prof.directory_name(prof.now_ms()))
+            self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
         else:
             self._dir = os.path.join(
                 spec.log_file, f"{host}_{pid}_{timestamp(int(time.time() * 1000))}_{self.backend}"
             )
             self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
+
+    def _all_threads(self) -> Any:
+        """A window may start between steps, on the plugin's thread (an inference server has no steps),
+        and stop on another: only a profiler of every thread records the work and survives that."""
+        from torch._C._profiler import _ExperimentalConfig
+
+        try:
+            return _ExperimentalConfig(profile_all_threads=True)
+        except TypeError:  # an older torch: the thread that starts the window is the one recorded
+            self.warnings.append("this torch profiles only the thread that started the window")
+            return None
 
     @property
     def output(self) -> str:
@@ -127,14 +156,23 @@ class NpuRecorder(Recorder):
         import torch_npu
 
         npu_profiler: Any = torch_npu.profiler
+        if "NPU" in spec.activities and not _device_set_up(torch_npu):
+            raise RecorderError("device has not been set up: this process has not used an NPU yet")
         activities = [
             getattr(npu_profiler.ProfilerActivity, a) for a in spec.activities if a in ("CPU", "NPU")
         ]
+        self._root = spec.log_file
+        if spec.until_stopped:
+            self._root = os.path.join(spec.log_file, prof.directory_name(prof.now_ms()))
+            self._translate_msprof()
         self._profile = npu_profiler.profile(
             activities=activities,
-            schedule=npu_profiler.schedule(wait=0, warmup=0, active=max(spec.iterations, 1), repeat=1),
+            # A window records until stopped: no schedule, so the handler runs at stop().
+            schedule=None
+            if spec.until_stopped
+            else npu_profiler.schedule(wait=0, warmup=0, active=max(spec.iterations, 1), repeat=1),
             on_trace_ready=npu_profiler.tensorboard_trace_handler(
-                spec.log_file,
+                self._root,
                 analyse_flag=spec.analyse,
                 async_mode=spec.npu.get("PROFILE_ASYNC_MODE", "false") == "true",
             ),
@@ -167,10 +205,40 @@ class NpuRecorder(Recorder):
             self.warnings.append(f"torch_npu experimental config not applied in full: {exc}")
             return npu_profiler._ExperimentalConfig()
 
+    def _translate_msprof(self) -> None:
+        """msprof's options as torch_npu's experimental config keys; the rest are named as not honoured.
+
+        torch_npu collects CANN API, HCCL and model execution data from Level1 on, so those switches are
+        honoured by raising the level; AI CPU and on-chip memory sampling have no switch there.
+        """
+        msprof, npu = self.spec.msprof, self.spec.npu
+        level = {"l0": "Level0", "l1": "Level1", "on": "Level1", "l2": "Level2"}.get(
+            msprof.get("MSPROF_TASK_TIME", ""), "Level0"
+        )
+        if level == "Level0" and set(msprof) & _NEED_LEVEL1:
+            level = "Level1"
+        npu["PROFILE_PROFILER_LEVEL"] = level
+        npu["PROFILE_AIC_METRICS"] = msprof.get("MSPROF_AIC_METRICS", "AiCoreNone")
+        npu["PROFILE_L2_CACHE"] = msprof.get("MSPROF_L2", "false")
+        npu["PROFILE_MSPROF_TX"] = msprof.get("MSPROF_MSPROFTX", "false")
+        npu["PROFILE_EXPORT_TYPE"] = {"db": "Db"}.get(msprof.get("MSPROF_TYPE", ""), "Text")
+        self._unhonoured(
+            ["MSPROF_AICPU", "MSPROF_SYS_HARDWARE_MEM", "MSPROF_HOST_SYS"], "torch_npu has no switch"
+        )
+
     @property
     def output(self) -> str:
-        return self.spec.log_file
+        return self._root
 
     def write(self) -> List[str]:
-        pattern = os.path.join(self.spec.log_file, f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
+        pattern = os.path.join(self._root, f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
         return sorted(glob.glob(pattern))[-1:]
+
+
+_NEED_LEVEL1 = {"MSPROF_RUNTIME_API", "MSPROF_HCCL", "MSPROF_MODEL_EXECUTION", "MSPROF_ASCENDCL"}
+
+
+def _device_set_up(torch_npu: Any) -> bool:
+    """Whether the process has opened an NPU (msprof refuses to start before that, and says so)."""
+    is_initialized = getattr(getattr(torch_npu, "npu", None), "is_initialized", None)
+    return bool(is_initialized()) if callable(is_initialized) else True

@@ -4,27 +4,48 @@ the training thread, written on a thread of its own. Every phase change is repor
 Steps are numbered from 0: step k is the work between the k-th and (k+1)-th boundary, and the counter
 holds the number of the step now running. ``--start-step S --iterations N`` starts the profiler at the
 boundary that begins step S and stops it at the one that begins step S+N.
+
+A ``dyno dynamic`` window runs until stopped: in a process that counts steps it starts and stops at the
+next boundary, so it covers whole steps; in one that counts none (an inference server) it starts after
+:data:`START_GRACE_S` and stops at once, off the training thread, recording every thread.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
-from typing import Callable, Deque, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Tuple
 
-from .. import wire
+from .. import identity, wire
 from ..configtext import ConfigTextError
 from ..steps import StepCounter
-from ..vocabulary import TracePhase
+from ..vocabulary import CommandKind, TracePhase
+from . import prof
 from .recorders import Recorder, recorder_for
-from .spec import TraceSpec, parse
+from .spec import TraceSpec, is_stop, parse
 
 log = logging.getLogger("msmonitor_plugin")
 
 Report = Callable[[wire.TraceEvent], None]
 RecorderFactory = Callable[[TraceSpec], Recorder]
+
+# A window of a process that counts steps stops at the next boundary, or after this long between steps
+# (a step that hangs must not keep the answer waiting).
+STOP_GRACE_S = 3.0
+# A window waits this long for the first boundary of a process that has counted none, then starts
+# between steps (an inference server counts none; a job just launched soon will).
+START_GRACE_S = 2.0
+IMPORT_RETRY_S = 0.2
+WRITE_AT_EXIT_S = 30.0  # how long the exiting process waits for a window being written
+
+
+def _after(seconds: float, action: Callable[[], None]) -> None:
+    timer = threading.Timer(seconds, action)
+    timer.daemon = True
+    timer.start()
 
 
 class TraceSession:
@@ -46,13 +67,24 @@ class TraceSession:
         self._recorder_factory = recorder_factory
         self._recorder: Optional[Recorder] = None
         self._stop_at_ms = 0.0
+        # A window: whether it starts and stops at step boundaries, whether a stop was asked for, and
+        # the times it covers.
+        self._at_boundaries = True
+        self._stop_requested = False
+        self._started_at = self._stopped_at = 0.0
+        self._lock = threading.Lock()  # start, stop and a cancelled start race between threads
+        self._writer: Optional[threading.Thread] = None
 
     # --- link thread ------------------------------------------------------------------------------
 
     def arm(self) -> None:
         """Work out when to start; refuse a start step that has already begun; wait for it."""
         current = self._counter.count
-        if self.spec.step_based:
+        if self.spec.until_stopped:
+            self.start_step = current + 1
+            if current == 0:  # no step counted yet: a server never counts one; start anyway, soon
+                _after(START_GRACE_S, self._start_between_steps)
+        elif self.spec.step_based:
             self.start_step = self._first_step(current)
             if self.start_step <= current:
                 return self._fail(
@@ -75,20 +107,61 @@ class TraceSession:
 
     # --- training thread --------------------------------------------------------------------------
 
+    def _start_between_steps(self) -> None:
+        """No boundary came: start on this thread, recording every thread. Never while the process is
+        importing a module: the profiler's first start imports hundreds, and two threads importing
+        torch's modules at once can deadlock the job's own thread."""
+        if self.phase != TracePhase.READY:
+            return
+        if identity.import_in_progress():
+            return _after(IMPORT_RETRY_S, self._start_between_steps)
+        self._safely(lambda: self._start(self._counter.count, at_boundary=False))
+
+    def request_stop(self) -> None:
+        """A window's stop command: at the next boundary when it runs at boundaries, else at once."""
+        with self._lock:
+            if self.phase == TracePhase.READY:  # its first boundary has not come yet
+                self._counter.pending = None
+                return self._fail("stopped before the window began: no step boundary came since start")
+            if self.phase != TracePhase.RUNNING or self._stop_requested:
+                return
+            self._stop_requested = True
+        if not self._at_boundaries:
+            return self._safely(lambda: self._finish(self._counter.count + 1))
+        _after(STOP_GRACE_S, self._stop_between_steps)
+
+    def _stop_between_steps(self) -> None:
+        self._safely(
+            lambda: self._finish(
+                self._counter.count + 1,
+                note=f"no step boundary within {STOP_GRACE_S:g} s of stop: stopped during step "
+                f"{self._counter.count}",
+            )
+        )
+
     def on_boundary(self, count: int) -> None:
         """Called at each step boundary while this trace is pending; never raises."""
+        self._safely(lambda: self._on_boundary(count))
+
+    def _on_boundary(self, count: int) -> None:
+        if self.phase == TracePhase.READY:
+            self._maybe_start(count)
+        elif self.phase == TracePhase.RUNNING:
+            self._advance(count)
+
+    def _safely(self, action: Callable[[], None]) -> None:
+        """Run *action*; any error fails the trace instead of reaching the training job."""
         try:
-            if self.phase == TracePhase.READY:
-                self._maybe_start(count)
-            elif self.phase == TracePhase.RUNNING:
-                self._advance(count)
+            action()
         except Exception as exc:
             log.exception("trace %s failed", self.spec.trace_id)
             self._counter.pending = None
             self._fail(f"{type(exc).__name__}: {exc}")
 
     def _maybe_start(self, count: int) -> None:
-        if self.spec.step_based:
+        if self.spec.until_stopped:
+            pass  # the first boundary after the start command
+        elif self.spec.step_based:
             if count < self.start_step:
                 return
             if count > self.start_step:
@@ -105,51 +178,118 @@ class TraceSession:
                     return
         elif time.time() * 1000 < self.spec.start_time_ms:
             return
-        self._recorder = self._recorder_factory(self.spec)
-        self._recorder.start(first_step=count)
-        self.start_step = count
-        if not self.spec.step_based:
-            self._stop_at_ms = max(time.time() * 1000, self.spec.start_time_ms) + self.spec.duration_ms
-        self.phase = TracePhase.RUNNING
+        self._start(count)
+
+    def _start(self, count: int, at_boundary: bool = True) -> None:
+        with self._lock:
+            if self.phase != TracePhase.READY:  # a stop, or a boundary on another thread, came first
+                return
+            self._at_boundaries = at_boundary
+            self._recorder = self._recorder_factory(self.spec)
+            self._recorder.start(first_step=count)
+            self.start_step = count
+            self._started_at = time.time()
+            if not self.spec.step_based:
+                self._stop_at_ms = max(time.time() * 1000, self.spec.start_time_ms) + self.spec.duration_ms
+            self.phase = TracePhase.RUNNING
         self._emit(count)
 
     def _advance(self, count: int) -> None:
         assert self._recorder is not None
-        done = count >= self.stop_step if self.spec.step_based else time.time() * 1000 >= self._stop_at_ms
-        if not done:
-            self._recorder.step()
-            return
-        self._counter.pending = None
-        self._recorder.stop()
-        self.stop_step = count
-        threading.Thread(target=self._write, name="msmonitor-trace-writer", daemon=True).start()
+        if self.spec.until_stopped:
+            done = self._stop_requested
+        elif self.spec.step_based:
+            done = count >= self.stop_step
+        else:
+            done = time.time() * 1000 >= self._stop_at_ms
+        if done:
+            return self._finish(count)
+        self._recorder.step()
+
+    def _finish(self, stop_step: int, note: str = "", incomplete: str = "") -> None:
+        """Stop the profiler once (a boundary, the grace timer and the exit may race) and write: on a
+        thread of its own, or here when the process is exiting."""
+        with self._lock:
+            if self._stopped_at or self._recorder is None:
+                return
+            self._stopped_at = time.time()
+            self._counter.pending = None
+            self._recorder.stop()
+            self.stop_step = stop_step
+        notes = [n for n in (note, incomplete and f"incomplete: {incomplete}") if n]
+        if incomplete:
+            return self._write(notes, incomplete)
+        self._writer = threading.Thread(
+            target=self._write, args=(notes,), name="msmonitor-trace-writer", daemon=True
+        )
+        self._writer.start()
 
     # --- writer thread ----------------------------------------------------------------------------
 
-    def _write(self) -> None:
+    def _write(self, notes: List[str], incomplete: str = "") -> None:
         assert self._recorder is not None
         try:
             files = self._recorder.write()
+            if self.spec.until_stopped:
+                files.append(prof.write_info(self._recorder.output, self._info(notes, incomplete)))
         except Exception as exc:
             log.exception("writing trace %s failed", self.spec.trace_id)
             return self._fail(f"writing the trace failed: {type(exc).__name__}: {exc}")
         self.phase = TracePhase.FINISHED
-        self._emit(files=files)
+        self._emit(files=files, notes=notes, size_bytes=prof.size_of(files))
         self._on_done()
+
+    def _info(self, notes: List[str], incomplete: str) -> prof.WindowInfo:
+        assert self._recorder is not None
+        spec, stepped = self.spec, self._at_boundaries
+        return prof.WindowInfo(
+            trace_id=spec.trace_id,
+            backend=self._recorder.backend,
+            rank=identity.rank(os.environ),
+            start_time=self._started_at,
+            stop_time=self._stopped_at,
+            first_step=self.start_step if stepped else -1,
+            last_step=self.stop_step - 1 if stepped else -1,
+            complete=not incomplete,
+            options={
+                "activities": spec.activities,
+                "record_shapes": spec.record_shapes,
+                "profile_memory": spec.profile_memory,
+                "with_stack": spec.with_stack,
+                "with_modules": spec.with_modules,
+                **{key.lower(): value for key, value in spec.msprof.items()},
+            },
+            warnings=[*self._recorder.warnings, *notes],
+        )
 
     # --- any thread -------------------------------------------------------------------------------
 
     def abort(self, why: str) -> None:
-        if not self.phase.final:
-            self._counter.pending = None
-            self._fail(why)
+        """The process is exiting: a window keeps what it recorded (marked incomplete); a trace fails."""
+        if self.phase.final:
+            return
+        if self.spec.until_stopped and self.phase == TracePhase.RUNNING:
+            writer = self._writer
+            if writer is not None:  # stopped already: let it finish writing
+                writer.join(WRITE_AT_EXIT_S)
+                return
+            return self._safely(lambda: self._finish(self._counter.count + 1, incomplete=why))
+        self._counter.pending = None
+        self._fail(why)
 
     def _fail(self, error: str) -> None:
         self.phase = TracePhase.FAILED
         self._emit(error=error)
         self._on_done()
 
-    def _emit(self, current: Optional[int] = None, files: Optional[list] = None, error: str = "") -> None:
+    def _emit(
+        self,
+        current: Optional[int] = None,
+        files: Optional[List[str]] = None,
+        error: str = "",
+        notes: Optional[List[str]] = None,
+        size_bytes: int = 0,
+    ) -> None:
         recorder = self._recorder
         self._report(
             wire.TraceEvent(
@@ -161,7 +301,8 @@ class TraceSession:
                 output=recorder.output if recorder is not None else "",
                 files=list(files or []),
                 error=error,
-                warnings=list(recorder.warnings) if recorder is not None else [],
+                warnings=[*(recorder.warnings if recorder is not None else []), *(notes or [])],
+                size_bytes=size_bytes,
             )
         )
 
@@ -180,6 +321,16 @@ class Tracer:
         self._seen: Deque[str] = collections.deque(maxlen=32)  # ids taken, so a repeated push is ignored
 
     def accept(self, command: wire.Command) -> None:
+        """A trace command, or a dynamic window's start or stop."""
+        if command.kind == CommandKind.DYNAMIC:
+            try:
+                stopping = is_stop(command)
+            except ConfigTextError as exc:
+                return self._report(
+                    wire.TraceEvent(trace_id=command.trace_id, phase=TracePhase.FAILED, error=str(exc))
+                )
+            if stopping:
+                return self.stop(command.trace_id)
         with self._lock:
             active = self.session
             if command.trace_id in self._seen:
@@ -201,6 +352,18 @@ class Tracer:
             self._seen.append(command.trace_id)
             self.session = TraceSession(spec, self._counter, self._report, self._done, self._recorder_factory)
             self.session.arm()
+
+    def stop(self, trace_id: str) -> None:
+        """Stop the window *trace_id*; a stop for any other says there is no such window here."""
+        session = self.session
+        if session is not None and session.spec.trace_id == trace_id:
+            return session.request_stop()
+        if trace_id not in self._seen:
+            self._report(
+                wire.TraceEvent(
+                    trace_id=trace_id, phase=TracePhase.FAILED, error="no such window runs in this process"
+                )
+            )
 
     def state(self) -> Tuple[str, str]:
         """(trace id, phase) for the heartbeat; ("", "") when idle."""

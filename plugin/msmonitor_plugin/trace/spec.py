@@ -1,8 +1,9 @@
 """What a trace command asks for, parsed from its config text into one :class:`TraceSpec`.
 
-nputrace arrives as msMonitor's keys (the same text torch_npu parses), gputrace as Kineto's. Both
-become a start (a step, a step multiple, or a time), a stop (a number of steps or a duration), the
-recording options, and where the output goes.
+nputrace arrives as msMonitor's keys (the same text torch_npu parses), gputrace as Kineto's, a
+``dyno dynamic`` window as the DYNAMIC keys. Each becomes a start (a step, a step multiple, a time, or
+the next boundary), a stop (a number of steps, a duration, or a stop command), the recording options,
+and where the output goes.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from ..vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
 
 @dataclass
 class TraceSpec:
-    kind: CommandKind  # NPUTRACE or GPUTRACE
+    kind: CommandKind  # NPUTRACE, GPUTRACE or DYNAMIC
     trace_id: str
-    log_file: str  # nputrace: output directory; gputrace: Kineto's file name (``_<pid>`` gets inserted)
+    # nputrace: output directory; gputrace: Kineto's file name (``_<pid>`` gets inserted); dynamic: the
+    # root its PROF_ directory is made under
+    log_file: str
     start_step: Optional[int] = None  # -1: the next step to begin
     start_roundup: int = 0  # gputrace iteration mode: start at the next multiple of this
     start_time_ms: int = 0  # time-based: epoch ms (0: now)
@@ -35,10 +38,17 @@ class TraceSpec:
     analyse: bool = False
     # Ascend-only settings passed through to torch_npu's experimental config, as their text.
     npu: Dict[str, str] = field(default_factory=dict)
+    # msprof's options a dynamic window was asked for (MSPROF_* keys that were given), as their text.
+    msprof: Dict[str, str] = field(default_factory=dict)
 
     @property
     def step_based(self) -> bool:
         return self.iterations > 0
+
+    @property
+    def until_stopped(self) -> bool:
+        """A dynamic window: it runs until a stop command, not for a count or a duration."""
+        return self.kind == CommandKind.DYNAMIC
 
 
 def parse(command: wire.Command) -> TraceSpec:
@@ -48,6 +58,8 @@ def parse(command: wire.Command) -> TraceSpec:
         return _npu(command.trace_id, raw)
     if command.kind == CommandKind.GPUTRACE:
         return _kineto(command.trace_id, raw)
+    if command.kind == CommandKind.DYNAMIC:
+        return _dynamic(command.trace_id, raw)
     raise ConfigTextError(f"unknown trace kind {command.kind!r}")
 
 
@@ -96,6 +108,27 @@ def _kineto(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
         spec.start_time_ms = at_least("PROFILE_START_TIME", 0)
         spec.duration_ms = at_least("ACTIVITIES_DURATION_MSECS", 1)
     _options(spec, v, shapes_key="PROFILE_REPORT_INPUT_SHAPES")
+    return spec
+
+
+def is_stop(command: wire.Command) -> bool:
+    """A dynamic window's stop command (its start carries the options)."""
+    action = configtext.read(configtext.DYNAMIC, configtext.parse(command.config))["DYNAMIC_ACTION"]
+    if action not in (configtext.DYNAMIC_START, configtext.DYNAMIC_STOP):
+        raise ConfigTextError(f"DYNAMIC_ACTION={action} is not start or stop")
+    return bool(action == configtext.DYNAMIC_STOP)
+
+
+def _dynamic(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
+    v = configtext.read(configtext.DYNAMIC, raw)
+    if not v["DYNAMIC_OUTPUT"]:
+        raise ConfigTextError("DYNAMIC_OUTPUT is required")
+    spec = TraceSpec(CommandKind.DYNAMIC, trace_id, v["DYNAMIC_OUTPUT"], activities=v["PROFILE_ACTIVITIES"])
+    _options(spec, {**v, "PROFILE_WITH_FLOPS": False}, shapes_key="PROFILE_RECORD_SHAPES")
+    spec.analyse = True  # every window has its summary
+    spec.msprof = {
+        k: raw[k] for k in raw if k.startswith("MSPROF_") and v.get(k) not in (None, "", False, [])
+    }
     return spec
 
 
