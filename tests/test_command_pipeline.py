@@ -9,6 +9,7 @@ from typing import Sequence
 
 from dynolog.commands import CommandPipeline, CommandResult
 from dynolog.delivery import Delivery
+from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
@@ -131,3 +132,27 @@ def test_a_delivered_trace_is_staged_in_every_process_that_took_it_and_then_excl
     }
     again = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(again) == [Reason.TRACE_BUSY, Reason.TRACE_BUSY]
+
+
+def test_attaching_ignores_what_runs_there_but_not_another_controller():
+    node = Node()
+    holds = Holds()
+    attach = DynamicAttach(holds)
+    window = DynamicWindow(node.traces, Delivery(), holds)
+    kinds = [*PLUGIN_KINDS, CommandKind.DYNAMIC.value]
+    monitored, _free, held = (node.plugin(rank, kinds) for rank in (0, 1, 2))
+    monitored.monitor_state = MonitorState.RUNNING
+    holds.take(held.host_pid, Hold(1, "'alice' (certificate)", "dyno pid 7 on node03", since=0.0))
+    mine = SessionRequest(pb.DynamicAttach(output="/p"), Hold(2, "bob", "dyno pid 8 on node04"))
+
+    attached = node.pipeline.decide(attach, mine)
+    assert reasons(attached) == [None, None, Reason.HELD]
+    assert attached.outcomes[2].detail.startswith(
+        "held by 'alice' (certificate), dyno pid 7 on node03, since "
+    )
+    # A window runs a profiler: what excludes a trace excludes it.
+    started = node.pipeline.decide(window, mine)
+    assert reasons(started) == [Reason.NPU_MONITOR_RUNNING, None, Reason.HELD]
+    # The holder itself is not refused by its own hold.
+    own = SessionRequest(mine.attach, Hold(1, "'alice' (certificate)", "dyno pid 7 on node03"))
+    assert reasons(node.pipeline.decide(attach, own)) == [None, None, None]

@@ -91,6 +91,7 @@ class Policy(abc.ABC, Generic[Request]):
     """What is particular to one command kind."""
 
     kind: CommandKind
+    exclusive = True  # the exclusion rules apply (attaching to a process runs nothing there yet)
 
     @abc.abstractmethod
     def label(self, request: Request) -> str: ...
@@ -98,6 +99,10 @@ class Policy(abc.ABC, Generic[Request]):
     def refuse(self, request: Request, record: ProcessRecord) -> Optional[Reason]:
         """The kind's own rule for one process, after capability and exclusion; None: it may take it."""
         return None
+
+    def explain(self, reason: Reason, record: ProcessRecord) -> str:
+        """Why *record* did not take it, in words: the reason's own, unless the kind knows more."""
+        return reason.value
 
     @abc.abstractmethod
     async def deliver(self, request: Request, result: CommandResult) -> None:
@@ -132,14 +137,14 @@ class CommandPipeline:
         for record in matched:
             outcome = Outcome(record)
             reason = (
-                self.exclusion(policy.kind, record)
+                (self.exclusion(policy.kind, record) if policy.exclusive else None)
                 or (None if record.can_run(policy.kind) else Reason.NOT_SUPPORTED)
                 or policy.refuse(request, record)
             )
             if reason is None and targets.process_limit and len(result.taken) >= targets.process_limit:
                 reason = Reason.PROCESS_LIMIT
             if reason is not None:
-                outcome.refuse(reason)
+                outcome.refuse(reason, policy.explain(reason, record))
             result.outcomes.append(outcome)
         return result
 

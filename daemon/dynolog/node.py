@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
 
 from .clients.kineto import KinetoClient
 from .clients.msmonitor import MsMonitorClient
 from .clients.plugin import PluginClient
 from .commands import CommandPipeline
 from .delivery import Delivery
+from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
 from .kinds.gputrace import GpuTrace
 from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
@@ -32,10 +33,15 @@ class Node:
     kineto: KinetoClient
     msmonitor: MsMonitorClient
     metrics: Metrics
+    holds: Holds
+    dynamic_attach: DynamicAttach
+    dynamic_window: DynamicWindow
+    # Told when a process leaves (the `dyno dynamic` sessions that hold it).
+    gone_listeners: List[Callable[[ProcessRecord, str], None]] = field(default_factory=list)
 
     @classmethod
     def build(cls, keepalive_s: float, sinks: Optional[Sinks] = None) -> Node:
-        registry, traces, delivery = Registry(keepalive_s), TraceStore(), Delivery()
+        registry, traces, delivery, holds = Registry(keepalive_s), TraceStore(), Delivery(), Holds()
         return cls(
             registry=registry,
             traces=traces,
@@ -48,6 +54,9 @@ class Node:
             kineto=KinetoClient(traces),
             msmonitor=MsMonitorClient(registry, traces),
             metrics=Metrics(registry, sinks),
+            holds=holds,
+            dynamic_attach=DynamicAttach(holds),
+            dynamic_window=DynamicWindow(traces, delivery, holds),
         )
 
     def process_gone(self, record: ProcessRecord, why: str) -> None:
@@ -57,6 +66,9 @@ class Node:
         )
         self.metrics.forget(record)
         self.delivery.forget(record.host_pid)
+        for listener in list(self.gone_listeners):
+            listener(record, why)
+        self.holds.forget(record.host_pid)
 
     def close(self) -> None:
         self.metrics.close()

@@ -6,6 +6,7 @@ A process may reach the daemon through this project's plugin (``mm.hello``), thr
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import os
 import time
@@ -104,6 +105,8 @@ class Registry:
         self._by_pid: Dict[int, ProcessRecord] = {}
         # ctxt registrations (job, device) -> pids, answered with their count as dynolog does.
         self._contexts: Dict[Tuple[int, int], Set[int]] = {}
+        # Set, then replaced, whenever a process registers or changes its backend (imports a framework).
+        self.changed = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self._by_pid)
@@ -125,6 +128,7 @@ class Registry:
                 uid=uid,
                 host_ancestors=tuple(identity.ancestors(host_pid)),
             )
+            self._announce()
         record.clients.add(kind)
         record.addresses[kind] = address
         record.last_seen = time.monotonic()
@@ -150,7 +154,9 @@ class Registry:
         record.job_id = hello.job_id
         record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
         record.devices = tuple(hello.devices) or record.devices  # keep a ctxt's device id
-        record.backend = hello.backend
+        if record.backend != hello.backend:
+            record.backend = hello.backend
+            self._announce()
         record.hostname = hello.hostname
         record.versions = dict(hello.versions)
         record.plugin_version = hello.plugin_version
@@ -220,6 +226,10 @@ class Registry:
         for record in stale:
             self._forget(record.host_pid)
         return stale
+
+    def _announce(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
 
     def _forget(self, host_pid: int) -> None:
         del self._by_pid[host_pid]

@@ -8,28 +8,23 @@ import os
 import platform
 import socket
 import time
-from typing import AsyncIterator, List, Optional, Sequence, Tuple, cast
+from typing import AsyncIterator, List, Optional, Sequence, Tuple
 
 import grpc
 
 from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from msmonitor_plugin.vocabulary import Reason, TracePhase
 
-from . import __version__, targeting
-from .commands import CommandResult
+from . import __version__, auth, targeting
 from .dispatch import IpcDispatcher
+from .edge import command_response, msmonitor_status, process_info, trace_info
+from .kinds.dynamic import Holds
 from .node import Node
 from .paths import check_output_path
 from .registry import ClientKind, ProcessRecord
-from .traces import ProcessTrace, Trace
-
-_CLIENT_KINDS = {
-    ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN,
-    ClientKind.KINETO: pb.CLIENT_KIND_KINETO,
-    ClientKind.MSMONITOR: pb.CLIENT_KIND_MSMONITOR,
-}
+from .sessions import DynamicSession
+from .traces import Trace
 
 
 class DynologService(pb_grpc.DynologServicer):
@@ -89,7 +84,10 @@ class DynologService(pb_grpc.DynologServicer):
     ) -> pb.ListProcessesResponse:
         records = [r for r in self._records() if request.job_id in (0, r.job_id)]
         records.sort(key=lambda r: (r.job_id, r.rank, r.host_pid))
-        return pb.ListProcessesResponse(processes=[process_info(r) for r in records])
+        holds = self._node.holds if self._node is not None else None
+        return pb.ListProcessesResponse(
+            processes=[process_info(r, _held_by(holds, r.host_pid)) for r in records]
+        )
 
     async def NpuTrace(
         self, request: pb.NpuTraceRequest, context: grpc.aio.ServicerContext
@@ -144,12 +142,35 @@ class DynologService(pb_grpc.DynologServicer):
         finally:
             node.metrics.unwatch(queue)
 
+    async def Dynamic(
+        self, request_iterator: AsyncIterator[pb.DynamicRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.DynamicReply]:
+        """A ``dyno dynamic`` session: its first request attaches, the stream's life is the hold."""
+        requests = request_iterator.__aiter__()
+        try:
+            first: Optional[pb.DynamicRequest] = await requests.__anext__()
+        except StopAsyncIteration:
+            first = None
+        if first is None or first.action != pb.DYNAMIC_ACTION_ATTACH:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a dynamic session begins with an attach")
+        assert first is not None
+        node = await self._accept(
+            context, validate.dynamic_attach(first.attach), first.attach.output, "--output"
+        )
+        session = DynamicSession(node, first.attach, *_controller(context, first.attach.client))
+        async for reply in session.run(first.seq, requests):
+            yield reply
+
     async def _accept(
-        self, context: grpc.aio.ServicerContext, errors: List[validate.FieldError], log_file: str
+        self,
+        context: grpc.aio.ServicerContext,
+        errors: List[validate.FieldError],
+        log_file: str,
+        flag: str = "--log-file",
     ) -> Node:
         """Validate again what the CLI validated (other clients exist); commands need the IPC."""
         messages = [str(e) for e in errors]
-        outside = check_output_path(log_file, self._trace_roots, "--log-file") if log_file else None
+        outside = check_output_path(log_file, self._trace_roots, flag) if log_file else None
         if outside:
             messages.append(outside)
         if messages:
@@ -176,108 +197,18 @@ class DynologService(pb_grpc.DynologServicer):
         return node, trace
 
 
-# --- the gRPC edge: this project's vocabulary as the proto's enums -----------------------------------
+def _held_by(holds: Optional[Holds], host_pid: int) -> str:
+    hold = holds.of(host_pid) if holds is not None else None
+    return hold.describe() if hold is not None else ""
 
 
-def proto_reason(reason: Optional[Reason]) -> pb.Reason:
-    if reason is None:
-        return pb.REASON_UNSPECIFIED
-    return cast(pb.Reason, pb.Reason.Value(f"REASON_{reason.name}"))
-
-
-def trace_info(trace: Trace) -> pb.TraceInfo:
-    return pb.TraceInfo(
-        trace_id=trace.trace_id,
-        kind=trace.kind.value,
-        created_at=trace.created_at,
-        processes=[_trace_process(p) for p in trace.processes.values()],
-        done=trace.done,
+def _controller(context: grpc.aio.ServicerContext, client: pb.DynamicClient) -> Tuple[str, str]:
+    """Who holds the processes, as a second controller is told: the certificate's name when there is
+    one (verified), else the user the client says it runs as; and which dyno, from where."""
+    peer = auth.peer_of(context.auth_context())
+    holder = (
+        f"'{peer.common_name}' (certificate)"
+        if peer is not None
+        else f"{client.user or 'an unnamed user'} (uid {client.uid}, as its dyno says)"
     )
-
-
-def _trace_process(p: ProcessTrace) -> pb.TraceProcess:
-    return pb.TraceProcess(
-        pid=p.pid,
-        host_pid=p.host_pid,
-        rank=p.rank,
-        phase=_phase(p.phase),
-        start_step=p.start_step,
-        stop_step=p.stop_step,
-        current_step=p.current_step,
-        output=p.output,
-        files=p.files,
-        error=p.error,
-        warnings=p.warnings,
-        updated_at=p.updated_at,
-        history=[pb.PhaseChange(phase=_phase(phase), at=at) for phase, at in p.history],
-    )
-
-
-def _phase(phase: TracePhase) -> pb.TracePhase:
-    return cast(pb.TracePhase, pb.TracePhase.Value(f"TRACE_PHASE_{phase.name}"))
-
-
-def command_response(result: CommandResult) -> pb.CommandResponse:
-    response = pb.CommandResponse(
-        command_status=pb.COMMAND_STATUS_EFFECTIVE if result.effective else pb.COMMAND_STATUS_INEFFECTIVE,
-        reason=proto_reason(result.reason),
-        message=result.message,
-        trace_id=result.trace_id,
-    )
-    for o in result.outcomes:
-        response.processes.add(
-            pid=o.record.pid,
-            host_pid=o.record.host_pid,
-            rank=o.record.rank,
-            triggered=o.triggered,
-            reason=proto_reason(o.reason),
-            detail=o.detail,
-            expected_output=o.expected_output,
-        )
-    # dynolog's own response fields, for its scripts.
-    response.processes_matched.extend(o.record.pid for o in result.outcomes)
-    response.activity_profilers_triggered.extend(o.record.pid for o in result.taken)
-    response.activity_profilers_busy = sum(o.reason is Reason.TRACE_BUSY for o in result.outcomes)
-    return response
-
-
-def msmonitor_status(records: List[ProcessRecord]) -> pb.MsMonitorStatus:
-    """msMonitor's getStatus: the most advanced state of any process, in msMonitor's words."""
-
-    def summary(states: List[str]) -> str:
-        return next((s for s in ("running", "ready", "idle") if s in states), "uninitialized").title()
-
-    tracing = [r for r in records if r.trace_state.busy]
-    start, stop = tracing[0].trace_steps if tracing else (-1, -1)
-    return pb.MsMonitorStatus(
-        nputrace=summary([r.trace_state.value for r in records]),
-        npumonitor=summary([r.monitor_state.value for r in records]),
-        current_step=max((r.current_step for r in records), default=0),
-        start_step=start,
-        stop_step=stop,
-    )
-
-
-def process_info(record: ProcessRecord) -> pb.ProcessInfo:
-    return pb.ProcessInfo(
-        pid=record.pid,
-        host_pid=record.host_pid,
-        ancestors=record.ancestors,
-        job_id=record.job_id,
-        rank=record.rank,
-        local_rank=record.local_rank,
-        world_size=record.world_size,
-        devices=record.devices,
-        backend=record.backend,
-        clients=sorted(_CLIENT_KINDS[k] for k in record.clients),
-        hostname=record.hostname,
-        versions=record.versions,
-        plugin_version=record.plugin_version,
-        capabilities=record.capabilities,
-        registered_at=record.registered_at,
-        last_seen_s=max(0.0, time.monotonic() - record.last_seen),
-        uid=record.uid,
-        current_step=record.current_step,
-        trace_state=f"TRACE_STATE_{record.trace_state.name}",
-        monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
-    )
+    return holder, f"dyno pid {client.pid} on {client.hostname or context.peer()}"

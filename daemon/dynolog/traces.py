@@ -36,6 +36,7 @@ class ProcessTrace:
     stop_step: int = 0  # exclusive
     output: str = ""  # directory or file
     files: List[str] = field(default_factory=list)
+    size_bytes: int = 0  # of the files
     error: str = ""
     warnings: List[str] = field(default_factory=list)
     updated_at: float = 0.0
