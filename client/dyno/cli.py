@@ -54,7 +54,9 @@ class Flag(NamedTuple):
     help: str = ""
     aliases: Tuple[str, ...] = ()
     required: bool = False
-    repeat: bool = False  # may be given several times; the value is the list (default: an empty one)
+    # may be given several times; the value is the list (default: an empty one). A positional one takes
+    # the remaining words, and after ``--`` words like options too: a command to run, with its own.
+    repeat: bool = False
     minimum: Optional[float] = None
     maximum: Optional[float] = None
 
@@ -124,6 +126,13 @@ def true_false(text: str) -> bool:
     return text == "true"
 
 
+def on_off(text: str) -> bool:
+    """msprof's switches: ``--aicpu=on`` or ``--aicpu=off``, and ``--aicpu`` alone for on."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"must be on or off, got {text!r}")
+    return text == "on"
+
+
 # By the type's name: keyed by pathlib.Path itself, this would import pathlib, which only certs needs.
 _METAVARS = {
     "int": "INT",
@@ -133,6 +142,7 @@ _METAVARS = {
     "int_list": "N,N",
     "pid_list": "N,N",
     "true_false": "true|false",
+    "on_off": "on|off",
 }
 
 
@@ -206,7 +216,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def command_parser(prog: str, command: Command) -> Parser:
-    arguments = "".join(f" {flag.name.upper()}" for flag in command.flags if flag.positional)
+    arguments = "".join(_usage(flag) for flag in command.flags if flag.positional)
     parser = _parser(prog, command.help, f"%(prog)s [OPTIONS]{arguments}")
     _add_flags(parser, command.flags)
     return parser
@@ -264,7 +274,13 @@ def _add_flags(parser: Parser, flags: Sequence[Flag]) -> None:
     options = parser.add_argument_group("Options")
     for flag in flags:
         if flag.positional:
-            arguments.add_argument(flag.dest, metavar=flag.name.upper(), type=_parse(flag), help=_help(flag))
+            arguments.add_argument(
+                flag.dest,
+                metavar=flag.name.upper(),
+                type=_parse(flag),
+                nargs="*" if flag.repeat else None,
+                help=_help(flag),
+            )
         elif flag.type is bool:
             options.add_argument(
                 flag.name, *flag.aliases, dest=flag.dest, action="store_true", help=_help(flag)
@@ -281,6 +297,8 @@ def _add_flags(parser: Parser, flags: Sequence[Flag]) -> None:
                 required=flag.required,
                 metavar=_metavar(flag),
                 help=_help(flag),
+                # msprof's switches: the value is optional (argparse passes "on" through on_off)
+                **({"nargs": "?", "const": "on"} if flag.type is on_off else {}),
             )
     options.add_argument("--help", action="help", help="show this message and exit")
 
@@ -302,17 +320,24 @@ def _parse(flag: Flag) -> Callable[[str], Any]:
     return parse
 
 
+def _usage(positional: Flag) -> str:
+    name = positional.name.upper()
+    return f" [-- {name} ...]" if positional.repeat else f" {name}"
+
+
 def _columns() -> int:
     """The width argparse would wrap help to (the terminal's, less 2), found as shutil finds it but
     without importing shutil, which imports bz2 and lzma: a tenth of what `dyno --help` costs."""
     try:
-        return int(os.environ["COLUMNS"]) - 2
+        columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size().columns - 2  # of stdout
-    except OSError:  # not a terminal: a pipe, a file
-        return 78
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size().columns  # of stdout
+        except OSError:  # not a terminal: a pipe, a file
+            columns = 0
+    return columns - 2 if columns > 2 else 78  # 0: a terminal not sized yet (a new pty), as for shutil
 
 
 def _metavar(flag: Flag) -> str:
@@ -335,7 +360,7 @@ def _help(flag: Flag) -> str:
         notes.append(f"default: {flag.default}")
     if flag.minimum is not None or flag.maximum is not None:
         notes.append(_range(flag))
-    if flag.repeat:
+    if flag.repeat and not flag.positional:
         notes.append("repeatable")
     text = f"{flag.help}  [{'; '.join(notes)}]" if notes else flag.help
     return text.replace("%", "%%")  # argparse %-formats help texts

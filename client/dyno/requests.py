@@ -22,7 +22,6 @@ from .exits import EXIT_FAILED, EXIT_USAGE, CliError
 from .output import as_dict, print_json, rank_text, table
 from .target import Target
 
-LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 NOT_TAKEN = "no process took the command"
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
 TraceRequest = TypeVar("TraceRequest", pb.NpuTraceRequest, pb.GpuTraceRequest)
@@ -71,7 +70,7 @@ def report_command(target: Target, response: pb.CommandResponse) -> None:
 
 def absolute_log_file(target: Target, path: str) -> str:
     """Relative paths mean this directory only when the daemon is on this host."""
-    if not path or path.startswith("/") or target.hostname not in LOCAL_HOSTS:
+    if not path or path.startswith("/") or not target.local:
         return path
     return os.path.abspath(path)
 

@@ -6,6 +6,7 @@ from typing import NamedTuple, Optional
 
 NO_CERTS = "NO_CERTS"
 KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docstring
@@ -20,6 +21,11 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     def address(self) -> str:
         host = self.hostname
         return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
+
+    @property
+    def local(self) -> bool:
+        """The daemon is on this host: its paths are this host's, and it can see a job started here."""
+        return self.hostname in LOCAL_HOSTS
 
     @property
     def tls(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..cli import Command, Entry, Group
-from . import gputrace, npu_monitor, nputrace, processes, status, trace, version
+from . import dynamic, gputrace, npu_monitor, nputrace, processes, status, trace, version
 
 
 def _certs() -> Sequence[Command]:
@@ -20,6 +20,9 @@ def _certs() -> Sequence[Command]:
 
 
 COMMANDS: Sequence[Entry] = (
-    *(module.COMMAND for module in (status, version, processes, nputrace, gputrace, trace, npu_monitor)),
+    *(
+        module.COMMAND
+        for module in (status, version, processes, nputrace, gputrace, trace, dynamic, npu_monitor)
+    ),
     Group("certs", "Make, check and revoke the certificates for mutual TLS (--certs-dir).", _certs),
 )

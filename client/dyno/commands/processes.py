@@ -47,7 +47,10 @@ def run(target: Target, args: Namespace) -> None:
             " KINETO_USE_DAEMON=1, and the daemon with --enable-ipc-monitor."
         )
         return
-    print(table(HEADERS, [_row(p) for p in reply.processes]))
+    # HELD BY only when a `dyno dynamic` session holds some process: a column of dashes otherwise
+    held = any(p.held_by for p in reply.processes)
+    rows = [[*_row(p), p.held_by or "-"] if held else _row(p) for p in reply.processes]
+    print(table((*HEADERS, "HELD BY") if held else HEADERS, rows))
 
 
 def _row(p: pb.ProcessInfo) -> List[str]:

@@ -1,0 +1,434 @@
+"""`dyno dynamic` without a daemon: usage errors, what the attach carries, and the session loop against a
+scripted stand-in for dynolog's side of the Dynamic stream."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import pytest
+
+import dyno.connection
+from dyno.cli import command_parser, fill
+from dyno.commands import dynamic
+from dyno.interactive import USAGE, Ending, Io, Session
+from dyno.main import main
+from dynoproto import dynolog_pb2 as pb
+from test_cli import loaded
+
+Step = Union[pb.DynamicReply, float]  # a reply to send, or seconds to wait before the next one
+Script = Callable[[pb.DynamicRequest], Sequence[Step]]
+
+
+def answer(request: pb.DynamicRequest, ok: bool = True, ended: bool = False) -> pb.DynamicReply:
+    name = pb.DynamicAction.Name(request.action)
+    quitting = request.action == pb.DYNAMIC_ACTION_QUIT
+    return pb.DynamicReply(
+        seq=request.seq, action=request.action, ok=ok, message=f"{name} ok", ended=ended or quitting
+    )
+
+
+def answer_all(request: pb.DynamicRequest) -> Sequence[Step]:
+    return [answer(request)]
+
+
+def news(message: str, ended: bool) -> pb.DynamicReply:
+    return pb.DynamicReply(seq=0, message=message, ended=ended)
+
+
+class FakeDynolog:
+    """Stands for ``stub.Dynamic``: takes the request iterator, answers each request as *script* says."""
+
+    def __init__(self, script: Script = answer_all) -> None:
+        self.script = script
+        self.sent: List[pb.DynamicRequest] = []
+        self.hung_up = threading.Event()
+        self._requests: Iterator[pb.DynamicRequest] = iter(())
+
+    def __call__(self, requests: Iterator[pb.DynamicRequest]) -> FakeDynolog:
+        self._requests = requests
+        return self
+
+    def __iter__(self) -> Iterator[pb.DynamicReply]:
+        for request in self._requests:
+            self.sent.append(request)
+            for step in self.script(request):
+                if not isinstance(step, pb.DynamicReply):
+                    if self.hung_up.wait(step):
+                        return
+                    continue
+                yield step
+                if step.ended:
+                    return
+
+    def cancel(self) -> bool:
+        self.hung_up.set()
+        return True
+
+    def actions(self) -> List[Tuple[int, str]]:
+        return [(r.seq, pb.DynamicAction.Name(r.action).removeprefix("DYNAMIC_ACTION_")) for r in self.sent]
+
+
+Line = Union[str, Callable[[List[str]], str]]  # a callable gets what was printed so far
+
+
+def converse(
+    lines: Sequence[Line], script: Script = answer_all, prompt: str = "", job: Any = None
+) -> Tuple[Ending, FakeDynolog, List[str]]:
+    """Run a session that reads *lines* (a callable is called for its line); what it printed, in order."""
+    printed: List[str] = []
+    feed = iter(lines)
+
+    def read(shown: str) -> str:
+        if shown:
+            printed.append(shown)
+        line = next(feed, None)
+        if line is None:
+            raise EOFError
+        return line if isinstance(line, str) else line(printed)
+
+    io = Io(read, lambda reply: printed.append(reply.message), printed.append)
+    daemon = FakeDynolog(script)
+    ending = Session(io, prompt).run(daemon, pb.DynamicAttach(), job)
+    return ending, daemon, printed
+
+
+def blocked(printed: List[str]) -> str:
+    """A person who types nothing: only a signal ends this read."""
+    time.sleep(30)
+    raise AssertionError("the read was not interrupted")
+
+
+# --- the session loop ------------------------------------------------------------------------------
+
+
+def test_commands_go_out_in_order_and_local_ones_stay_local():
+    lines = ["start", "", "sleep 0", "help", "bogus", "sleep x", "status", "stop"]
+    ending, daemon, printed = converse(lines)
+    assert daemon.actions() == [(1, "ATTACH"), (2, "START"), (3, "STATUS"), (4, "STOP"), (5, "QUIT")]
+    assert ending == Ending(by_user=True, attached=True)
+    answers = [p for p in printed if p.endswith(" ok")]
+    assert answers == [f"DYNAMIC_ACTION_{a} ok" for a in ("ATTACH", "START", "STATUS", "STOP", "QUIT")]
+    assert printed.count(USAGE) == 1  # help
+    assert f"not a command: bogus\n{USAGE}" in printed
+    assert f"not a command: sleep x\n{USAGE}" in printed
+
+
+@pytest.mark.parametrize("word", ["quit", "q"])
+def test_quit_sends_quit_and_reads_no_further(word):
+    ending, daemon, _ = converse(["start", word, "stop"])
+    assert daemon.actions() == [(1, "ATTACH"), (2, "START"), (3, "QUIT")]
+    assert ending.by_user
+
+
+def test_end_of_input_and_ctrl_c_quit():
+    def ctrl_c(printed: List[str]) -> str:
+        raise KeyboardInterrupt
+
+    for lines in ([], [ctrl_c]):
+        ending, daemon, _ = converse(lines)
+        assert daemon.actions() == [(1, "ATTACH"), (2, "QUIT")]
+        assert ending == Ending(by_user=True, attached=True)
+
+
+def test_a_refused_attach_ends_the_session_before_any_read():
+    ending, daemon, printed = converse(["start"], lambda r: [answer(r, ok=False, ended=True)])
+    assert ending == Ending(by_user=False, attached=False)
+    assert daemon.actions() == [(1, "ATTACH")]
+    assert printed == ["DYNAMIC_ACTION_ATTACH ok"]  # the daemon's words; no prompt was shown
+
+
+def test_news_that_ends_the_session_interrupts_a_blocked_read():
+    def script(request: pb.DynamicRequest) -> Sequence[Step]:
+        return [answer(request), 0.2, news("idle for 1800s: session ended", ended=True)]
+
+    started = time.monotonic()
+    ending, daemon, printed = converse([blocked], script)
+    assert time.monotonic() - started < 5
+    assert ending == Ending(by_user=False, attached=True)
+    assert daemon.actions() == [(1, "ATTACH")]  # no quit after dynolog ended it
+    assert printed[-1] == "idle for 1800s: session ended"
+
+
+def test_sleep_waits_and_ends_early_with_the_session():
+    started = time.monotonic()
+    converse(["sleep 0.3"])
+    assert time.monotonic() - started >= 0.3
+
+    def script(request: pb.DynamicRequest) -> Sequence[Step]:
+        return [answer(request), 0.1, news("command limit reached", ended=True)]
+
+    started = time.monotonic()
+    ending, daemon, _ = converse(["sleep 30", "start"], script)
+    assert time.monotonic() - started < 5
+    assert ending == Ending(by_user=False, attached=True) and daemon.actions() == [(1, "ATTACH")]
+
+
+def test_news_shows_at_once_below_the_prompt_and_the_prompt_comes_back():
+    def script(request: pb.DynamicRequest) -> Sequence[Step]:
+        if request.action == pb.DYNAMIC_ACTION_ATTACH:
+            return [answer(request), 0.1, news("pid 4243 exited", ended=False)]
+        return answer_all(request)
+
+    def after_the_news(printed: List[str]) -> str:
+        deadline = time.monotonic() + 5
+        while "pid 4243 exited" not in printed:
+            assert time.monotonic() < deadline, "the news did not show while the user was typing"
+            time.sleep(0.01)
+        return "quit"
+
+    _, daemon, printed = converse([after_the_news], script, "(dyno) ")
+    assert printed[1:5] == ["(dyno) ", "\n", "pid 4243 exited", "(dyno) "]
+    assert daemon.actions() == [(1, "ATTACH"), (2, "QUIT")]
+
+
+def test_a_stream_error_is_raised_to_the_caller():
+    def script(request: pb.DynamicRequest) -> Sequence[Step]:
+        raise RuntimeError("stream broke")
+
+    with pytest.raises(RuntimeError, match="stream broke"):
+        converse(["start"], script)
+
+
+def test_a_launched_job_that_exits_before_the_answer_stops_the_wait():
+    job = subprocess.Popen(["sh", "-c", "exit 3"])
+    ending, daemon, _ = converse(["start"], lambda r: [60.0], job=job)  # dynolog waits for registration
+    assert ending == Ending(by_user=False, attached=False)
+    assert daemon.hung_up.is_set()
+
+
+# --- the command: usage errors ----------------------------------------------------------------------
+
+
+def run_dyno(*argv: str) -> int:
+    try:
+        main(list(argv))
+    except SystemExit as exit:
+        return int(exit.code or 0)
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (("dynamic",), "name the processes: --pid N,N"),
+        (("dynamic", "--pid", "5", "--", "python", "t.py"), "not both (the command: python t.py)"),
+        (("--hostname", "node01", "dynamic", "--pid", "5"), "--output is required with a remote daemon"),
+        (
+            ("--hostname", "node01", "dynamic", "--output", "/p", "--", "python"),
+            "launch mode starts the job on this host",
+        ),
+        (("dynamic", "--pid", "5", "--task-time", "l9"), "--task-time: must be one of l0, l1, l2, on, off"),
+        (("dynamic", "--pid", "5", "--aicpu=maybe"), "--aicpu: must be on or off, got 'maybe'"),
+        (("dynamic", "--pid", "5", "--type", "json"), "--type: must be one of text, db"),
+    ],
+)
+def test_usage_errors_exit_2_and_name_the_problem(capsys, argv, error):
+    assert run_dyno(*argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dyno: ") and error in err
+
+
+def test_launch_mode_refuses_profiling_options(capsys, monkeypatch):
+    monkeypatch.setenv("PROFILING_OPTIONS", '{"output": "/tmp"}')
+    assert run_dyno("dynamic", "--", "python", "t.py") == 2
+    assert capsys.readouterr().err.startswith("dyno: PROFILING_OPTIONS is set")
+
+
+def test_usage_errors_start_without_grpc():
+    assert loaded("grpc,google", "dynamic") == []
+
+
+@pytest.mark.parametrize(
+    ("spelling", "value"), [("--aicpu=on", True), ("--aicpu", True), ("--aicpu=off", False)]
+)
+def test_msprof_switches_take_on_and_off(spelling, value):
+    args = command_parser("dyno dynamic", dynamic.COMMAND).parse_args(["--pid", "5", spelling, "--hccl"])
+    options = fill(pb.DynamicAttach(), dynamic.FLAGS, args).options
+    assert (options.aicpu, options.hccl, options.l2) == (value, True, False)
+
+
+# --- the command against a stand-in daemon ------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_dynolog(monkeypatch) -> FakeDynolog:
+    """``dyno.connection.connect`` yields a stub whose Dynamic is this fake (and whose GetStatus answers)."""
+    daemon = FakeDynolog()
+
+    @contextlib.contextmanager
+    def connect(target: Any) -> Iterator[Any]:
+        yield SimpleNamespace(Dynamic=daemon, GetStatus=lambda request, timeout: pb.GetStatusResponse())
+
+    monkeypatch.setattr(dyno.connection, "connect", connect)
+    return daemon
+
+
+@pytest.fixture
+def typed(monkeypatch) -> Iterator[Callable[[Optional[str]], None]]:
+    """Set what stdin holds: the text, then its end; None: a pipe that stays open with nothing in it."""
+    pipes: List[int] = []
+
+    def set_stdin(text: Optional[str]) -> None:
+        read, write = os.pipe()
+        if text is None:
+            pipes.append(write)
+        else:
+            os.write(write, text.encode())
+            os.close(write)
+        monkeypatch.setattr(sys, "stdin", os.fdopen(read))
+
+    yield set_stdin
+    for fd in pipes:
+        os.close(fd)
+
+
+def test_the_attach_carries_the_flags_and_who_asks(fake_dynolog, typed, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    typed("start\nstop\n")
+    argv = ["dynamic", "--pids", "5,6", "--output", "prof", "--aicpu", "--task-time=l1", "--type", "db"]
+    assert run_dyno(*argv, "--host-sys", "cpu,mem", "--idle-timeout", "60") == 0
+    assert fake_dynolog.actions() == [(1, "ATTACH"), (2, "START"), (3, "STOP"), (4, "QUIT")]
+    attach = fake_dynolog.sent[0].attach
+    assert list(attach.targets.pids) == [5, 6]
+    assert attach.output == str(tmp_path / "prof")
+    assert (attach.options.aicpu, attach.options.task_time, attach.options.export_type) == (True, "l1", "db")
+    assert list(attach.options.activities) == ["CPU", "NPU"] and list(attach.options.host_sys) == [
+        "cpu",
+        "mem",
+    ]
+    assert (attach.idle_timeout_s, attach.command_limit, attach.wait_registration_s) == (60, 100, 0)
+    assert (attach.client.pid, attach.client.uid) == (os.getpid(), os.getuid())
+
+
+def test_a_local_daemon_writes_here_by_default(fake_dynolog, typed, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    typed("")
+    assert run_dyno("dynamic", "--pid", "5") == 0
+    assert fake_dynolog.sent[0].attach.output == str(tmp_path)
+
+
+def test_json_prints_one_object_per_reply_and_nothing_else(fake_dynolog, typed, capsys):
+    typed("status\n")
+    assert run_dyno("--json", "dynamic", "--pid", "5", "--output", "/p") == 0
+    replies = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["seq"], r["action"], r["ended"]) for r in replies] == [
+        (1, "DYNAMIC_ACTION_ATTACH", False),
+        (2, "DYNAMIC_ACTION_STATUS", False),
+        (3, "DYNAMIC_ACTION_QUIT", True),
+    ]
+
+
+def test_when_dynolog_ends_the_session_dyno_exits_1(fake_dynolog, typed, capsys):
+    fake_dynolog.script = lambda r: [answer(r), 0.1, news("command limit reached", ended=True)]
+    typed(None)
+    assert run_dyno("dynamic", "--pid", "5", "--output", "/p") == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["DYNAMIC_ACTION_ATTACH ok", "command limit reached"]
+    assert err == "dyno: dynolog ended the session\n"
+
+
+def test_a_refused_attach_exits_1(fake_dynolog, typed, capsys):
+    fake_dynolog.script = lambda r: [answer(r, ok=False, ended=True)]
+    typed("start\n")
+    assert run_dyno("dynamic", "--pid", "5", "--output", "/p") == 1
+    assert capsys.readouterr().err == "dyno: dynolog did not attach\n"
+
+
+# --- launch mode --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "code", "words"),
+    [("exit 7", 7, "exited with code 7"), ("kill -TERM $$", 143, "was killed by SIGTERM")],
+)
+def test_a_launched_job_that_exits_gives_dyno_its_status(
+    fake_dynolog, typed, capsys, tmp_path, job, code, words
+):
+    fake_dynolog.script = lambda r: [answer(r), 0.4, news("every process exited", ended=True)]
+    typed(None)
+    log = tmp_path / "app.log"
+    script = f'echo "use daemon: $MSMONITOR_USE_DAEMON"; sleep 0.2; {job}'  # exits after the attach
+    argv = [
+        "dynamic",
+        "--output",
+        "/p",
+        "--launch-timeout",
+        "5",
+        "--app-log",
+        str(log),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+    assert run_dyno(*argv) == code
+    assert capsys.readouterr().err == f"dyno: the job {words}\n"
+    attach = fake_dynolog.sent[0].attach
+    assert len(attach.targets.pids) == 1 and attach.wait_registration_s == 5
+    assert log.read_text() == "use daemon: 1\n"
+
+
+def test_a_job_that_exits_before_registering_is_named(fake_dynolog, typed, capsys):
+    fake_dynolog.script = lambda r: [60.0]  # dynolog still waits for the job to register
+    typed(None)
+    assert run_dyno("dynamic", "--output", "/p", "--", "sh", "-c", "exit 0") == 1
+    assert capsys.readouterr().err == (
+        "dyno: the job exited with code 0 before it registered with dynolog"
+        " (is msmonitor-plugin installed in its Python?)\n"
+    )
+
+
+def test_the_job_keeps_running_when_dyno_quits(fake_dynolog, typed, capsys):
+    typed("quit\n")
+    assert run_dyno("dynamic", "--output", "/p", "--", "sleep", "30") == 0
+    pid = fake_dynolog.sent[0].attach.targets.pids[0]
+    assert capsys.readouterr().err == f"dyno: the job keeps running (pid {pid})\n"
+    os.kill(pid, 0)  # still there
+    os.kill(pid, 15)
+    os.waitpid(pid, 0)
+
+
+def test_a_job_that_cannot_start_exits_127(fake_dynolog, typed, capsys):
+    typed("")
+    assert run_dyno("dynamic", "--output", "/p", "--", "/no/such/job") == 127
+    assert capsys.readouterr().err == "dyno: cannot start /no/such/job: No such file or directory\n"
+    assert fake_dynolog.sent == []
+
+
+# --- dyno processes ---------------------------------------------------------------------------------
+
+
+def test_processes_show_who_holds_them_only_when_someone_does(monkeypatch, capsys):
+    held = pb.ProcessInfo(pid=4242, rank=0, held_by="alice@login1 (dyno pid 77)")
+    for processes, column in (([held, pb.ProcessInfo(pid=4243)], True), ([pb.ProcessInfo(pid=4243)], False)):
+        reply = pb.ListProcessesResponse(processes=processes)
+
+        @contextlib.contextmanager
+        def connect(target: Any, reply: pb.ListProcessesResponse = reply) -> Iterator[Any]:
+            yield SimpleNamespace(ListProcesses=lambda request, timeout: reply)
+
+        monkeypatch.setattr(dyno.connection, "connect", connect)
+        assert run_dyno("processes") == 0
+        out = capsys.readouterr().out
+        assert ("HELD BY" in out) is column and ("alice@login1 (dyno pid 77)" in out) is column
+        assert run_dyno("--json", "processes") == 0
+        assert "held_by" in json.loads(capsys.readouterr().out)[0]
+
+
+def test_help_teaches_both_modes(capsys):
+    assert run_dyno("dynamic", "--help") == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Usage: dyno dynamic [OPTIONS] [-- COMMAND ...]\n")
+    assert "dyno dynamic --pid 4242 --output /data/prof\n" in text
+    assert "dyno dynamic --output /data/prof -- python train.py --lr 3e-4\n" in text
+    assert "--aicpu [on|off]" in text and "--pid N,N, --pids N,N" in text
+    assert run_dyno("--help") == 0
+    assert "\n  dynamic " in capsys.readouterr().out
