@@ -127,3 +127,12 @@ def test_help_and_usage_errors_start_without_grpc(args):
 
 def test_status_without_certs_loads_no_cryptography(daemon: Daemon):
     assert loaded("grpc,cryptography", "--port", str(daemon.port), "status") == ["grpc"]
+
+
+def test_global_options_may_follow_the_command_and_then_win(daemon: Daemon):
+    port = closed_port()
+    after = dyno("--port", str(port), "processes", "--port", str(daemon.port), "--json")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.lstrip().startswith("["), "--json after the command took effect"
+    unreachable = dyno("processes", "--port", str(port))
+    assert unreachable.returncode == 3 and f"localhost:{port}" in unreachable.stderr

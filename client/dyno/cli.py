@@ -215,10 +215,14 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().add_usage(usage, actions, groups, "Usage: ")
 
 
-def command_parser(prog: str, command: Command) -> Parser:
+def command_parser(prog: str, command: Command, global_flags: Sequence[Flag] = ()) -> Parser:
+    """The command's flags, and the global ones a user may also type after the command's name
+    (``dyno dynamic --pid 1 --json``); a flag of the command's own takes precedence over a global one."""
     arguments = "".join(_usage(flag) for flag in command.flags if flag.positional)
     parser = _parser(prog, command.help, f"%(prog)s [OPTIONS]{arguments}")
     _add_flags(parser, command.flags)
+    own = {name for flag in command.flags for name in (flag.name, *flag.aliases)}
+    _add_flags(parser, [f for f in global_flags if f.name not in own], "Global options", given_only=True)
     return parser
 
 
@@ -241,8 +245,15 @@ def group_parser(prog: str, description: str, entries: Sequence[Entry], flags: S
     return parser
 
 
-def dispatch(parser: Parser, entries: Sequence[Entry], args: argparse.Namespace, target: Target) -> None:
-    """Run the subcommand a group's parsed *args* name, with the arguments that follow it."""
+def dispatch(
+    parser: Parser,
+    entries: Sequence[Entry],
+    args: argparse.Namespace,
+    target: Target,
+    global_flags: Sequence[Flag] = (),
+) -> None:
+    """Run the subcommand a group's parsed *args* name, with the arguments that follow it; *global_flags*
+    (fields of the :class:`Target`) given among those arguments override the ones given before."""
     if args.command is None:
         raise CliError(f"missing command\n\n{parser.format_help()}", EXIT_USAGE)
     entry = next((e for e in entries if e.name == args.command), None)
@@ -252,9 +263,13 @@ def dispatch(parser: Parser, entries: Sequence[Entry], args: argparse.Namespace,
     if isinstance(entry, Group):
         commands = entry.commands()
         sub = group_parser(prog, entry.help, commands)
-        dispatch(sub, commands, sub.parse_args(args.args), target)
+        dispatch(sub, commands, sub.parse_args(args.args), target, global_flags)
     else:
-        entry.run(target, command_parser(prog, entry).parse_args(args.args))
+        parsed = command_parser(prog, entry, global_flags).parse_args(args.args)
+        given = {
+            f.field: getattr(parsed, f.dest) for f in global_flags if f.field and hasattr(parsed, f.dest)
+        }
+        entry.run(target._replace(**given), parsed)
 
 
 def _parser(prog: str, description: str, usage: str, epilog: Optional[str] = None) -> Parser:
@@ -269,11 +284,15 @@ def _parser(prog: str, description: str, usage: str, epilog: Optional[str] = Non
     )
 
 
-def _add_flags(parser: Parser, flags: Sequence[Flag]) -> None:
-    arguments = parser.add_argument_group("Arguments")
-    options = parser.add_argument_group("Options")
+def _add_flags(
+    parser: Parser, flags: Sequence[Flag], title: str = "Options", given_only: bool = False
+) -> None:
+    """*given_only*: the global flags again, after a command's name: one not typed there leaves no
+    attribute, so it does not undo the value typed before the name."""
+    arguments = parser.add_argument_group("Arguments") if any(f.positional for f in flags) else None
+    options = parser.add_argument_group(title)
     for flag in flags:
-        if flag.positional:
+        if arguments is not None and flag.positional:
             arguments.add_argument(
                 flag.dest,
                 metavar=flag.name.upper(),
@@ -283,7 +302,12 @@ def _add_flags(parser: Parser, flags: Sequence[Flag]) -> None:
             )
         elif flag.type is bool:
             options.add_argument(
-                flag.name, *flag.aliases, dest=flag.dest, action="store_true", help=_help(flag)
+                flag.name,
+                *flag.aliases,
+                dest=flag.dest,
+                action="store_true",
+                default=argparse.SUPPRESS if given_only else False,
+                help=_help(flag),
             )
         else:
             options.add_argument(
@@ -293,14 +317,17 @@ def _add_flags(parser: Parser, flags: Sequence[Flag]) -> None:
                 type=_parse(flag),
                 action="append" if flag.repeat else "store",
                 # append extends the default: each parser gets a new list
-                default=list(flag.default or ()) if flag.repeat else flag.default,
+                default=argparse.SUPPRESS
+                if given_only
+                else (list(flag.default or ()) if flag.repeat else flag.default),
                 required=flag.required,
                 metavar=_metavar(flag),
                 help=_help(flag),
                 # msprof's switches: the value is optional (argparse passes "on" through on_off)
                 **({"nargs": "?", "const": "on"} if flag.type is on_off else {}),
             )
-    options.add_argument("--help", action="help", help="show this message and exit")
+    if not given_only:
+        options.add_argument("--help", action="help", help="show this message and exit")
 
 
 def _parse(flag: Flag) -> Callable[[str], Any]:

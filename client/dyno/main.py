@@ -1,6 +1,8 @@
-"""``dyno``: the command line. Global options come before the subcommand, as in dynolog's dyno.
+"""``dyno``: the command line. Global options come before the subcommand, as in dynolog's dyno, or
+after it.
 
 dyno --hostname node01 --certs-dir ./pki/client status
+dyno dynamic --pid 4242 --output /data/prof --json
 
 Every failure is a :class:`~dyno.exits.CliError`, printed here as ``dyno: message`` on stderr with its
 exit code.
@@ -57,7 +59,7 @@ def _dyno(argv: Sequence[str]) -> None:
         print(f"dyno {__version__}")
         return
     target = Target(**{flag.field: getattr(args, flag.dest) for flag in GLOBAL_FLAGS if flag.field})
-    dispatch(parser, COMMANDS, args, target)
+    dispatch(parser, COMMANDS, args, target, [flag for flag in GLOBAL_FLAGS if flag.field])
 
 
 if __name__ == "__main__":
