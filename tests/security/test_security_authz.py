@@ -64,7 +64,10 @@ def test_read_only_may_read(method: str) -> None:
     assert authorize(ALICE, method, AccessPolicy(read_only=("alice",)), never_revoked) is None
 
 
-@pytest.mark.parametrize("method", [TRACE, "/dynolog.v1.Dynolog/GpuTrace", "/dynolog.v1.Dynolog/NpuMonitor"])
+@pytest.mark.parametrize(
+    "method",
+    [TRACE, "/dynolog.v1.Dynolog/GpuTrace", "/dynolog.v1.Dynolog/NpuMonitor", "/dynolog.v1.Dynolog/Dynamic"],
+)
 def test_read_only_may_not_act(method: str) -> None:
     refusal = authorize(ALICE, method, AccessPolicy(read_only=("alice",)), never_revoked)
     assert refusal == Refusal(

@@ -19,10 +19,12 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--step-ms", type=float, default=20.0)
 parser.add_argument("--max-steps", type=int, default=1_000_000)
 parser.add_argument("--report-steps", metavar="FILE", help="write per-step times here on exit (JSON)")
+parser.add_argument("--ignore-stdin", action="store_true", help="run --max-steps; stdin is not the signal")
 args = parser.parse_args()
 
 stop = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+if not args.ignore_stdin:
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
