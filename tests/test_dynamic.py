@@ -320,3 +320,27 @@ def test_bad_input_is_refused_naming_it(daemon, start_workload, tmp_path):
     nobody = scripted(daemon, "", "--pid", "999999", "--output", str(tmp_path))
     assert nobody.returncode == 1 and "999999" in answers(nobody)[0]["message"]
     assert (daemon.process(job.pid) or {}).get("held_by") == "", "nothing held by a refused attach"
+
+
+def test_a_scripted_session_in_text_reads_as_a_session(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    command = [
+        str(BIN / "dyno"),
+        "--port",
+        str(daemon.port),
+        "dynamic",
+        "--pid",
+        str(job.pid),
+        "--output",
+        str(tmp_path),
+    ]
+    result = subprocess.run(
+        command, input="status\nbogus\nquit\n", capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert (
+        out.index("(dyno) status") < out.index("0 of 100 start/stop commands used") < out.index("(dyno) quit")
+    )
+    assert "Commands:" in out, "an unknown word prints the usage"
+    assert out.rstrip().endswith("quit: the job keeps running; attach again any time")

@@ -77,10 +77,18 @@ def console(json: bool) -> Tuple[Io, str]:
     """
     show, say = (_print_json, _stderr) if json else (_print_text, _stdout)
     if not sys.stdin.isatty():
-        return Io(input, show, say), ""
+        return Io(input if json else _echoed_input, show, say), ""
     import readline  # once loaded, input() edits lines and keeps a history
 
     return (Io(input, show, say), "") if json else (Io(input, show, say, readline.get_line_buffer), PROMPT)
+
+
+def _echoed_input(prompt: str) -> str:
+    """A scripted command, shown as if typed at the prompt, so that a script's output reads as a session."""
+    line = input()
+    if line.strip():
+        _stdout(f"{PROMPT}{line.strip()}\n")
+    return line
 
 
 class Session:

@@ -288,7 +288,15 @@ class DynamicSession:
         if p.phase is not TracePhase.RUNNING:
             return f"{_who(p)}: {p.phase.value}"
         since = next((at for phase, at in p.history if phase is TracePhase.RUNNING), p.updated_at)
-        steps = f", steps {p.start_step}-{record.current_step}" if record and p.start_step > 0 else ""
+        # The step the daemon knows is the last heartbeat's: say only what it knows for sure.
+        current = record.current_step if record is not None else 0
+        steps = ""
+        if p.start_step > 0:
+            steps = (
+                f", steps {p.start_step}-{current}"
+                if current > p.start_step
+                else f", from step {p.start_step}"
+            )
         return f"{_who(p)}: collecting for {time.time() - since:.1f} s{steps}, output {self._attach.output}"
 
     def _reply(
