@@ -27,11 +27,15 @@ def say(text: str) -> None:
     print(f"\n{BOLD}== {text}{RESET}", flush=True)
 
 
-def run(*args: str, show: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """Run a command, echoing it first as the user would type it."""
+def run(*args: str, show: str = "", stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """Run a command, echoing it first as the user would type it; *stdin* is what is typed into it."""
     print(f"{DIM}$ {show or ' '.join(args)}{RESET}", flush=True)
     result = subprocess.run(
-        [str(BIN / args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [str(BIN / args[0]), *args[1:]],
+        input=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     sys.stdout.write(result.stdout)
     sys.stdout.flush()
@@ -202,6 +206,20 @@ def main() -> int:
             "4242",
             show=f"{shown} nputrace --iterations 1 --log-file {traces} --job-id 4242",
         )
+        say("9. msprof's dynamic mode: a prompt on the running job; start and stop at will (scripted here)")
+        script = "start\nsleep 1\nstatus\nstop\nquit\n"
+        run(
+            *dyno,
+            "dynamic",
+            "--pid",
+            str(job.pid),
+            "--output",
+            str(traces / "prof"),
+            stdin=script,
+            show=f"printf '{script.encode('unicode_escape').decode()}' | {shown} dynamic --pid {job.pid} "
+            f"--output {traces}/prof",
+        )
+
         say("Done: stopping the job and the daemon, removing the demo's files")
         return 0
     finally:
