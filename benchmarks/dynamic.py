@@ -11,6 +11,9 @@ padded to 10 ms a step, with the plugin active.
    reported the directory written (trace, summary, info.json); each window is 2 s long.
 3. Attach → prompt: a real ``dyno --json dynamic --pid P`` process started → its attach answer on stdout,
    against ``dyno status``'s whole run (both include Python's start-up); medians of alternating rounds.
+4. Hold released: a ``dyno dynamic`` holding the job is killed (SIGKILL: its connection closes) or
+   frozen (SIGSTOP: the connection stays open, as when its host vanishes, and only the daemon's
+   keepalive pings notice) → ``held_by`` is empty in ``ListProcesses``, polled every 10 ms.
 
 msprof's dynamic mode needs CANN and an NPU, which this machine has not: there is no peer to run beside.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import queue
 import random
+import signal
 import subprocess
 import tempfile
 import time
@@ -36,7 +40,7 @@ from harness import BIN, read_line_until
 WINDOWS = 12
 WINDOW_S = 2.0
 ATTACH_ROUNDS = 10
-START_GOAL_MS, STOP_GOAL_S, ATTACH_GOAL = 20, 1.0, 2.0
+START_GOAL_MS, STOP_GOAL_S, ATTACH_GOAL, RELEASE_GOAL_S = 20, 1.0, 2.0, 5.0
 PEER = "msprof: needs CANN + NPU"
 
 
@@ -118,6 +122,35 @@ def attach_vs_status(port: int, pid: int, out: Path) -> tuple[List[float], List[
     return attach_s, status_s
 
 
+def hold_released_s(stub: pb_grpc.DynologStub, port: int, pid: int, out: Path, sig: signal.Signals) -> float:
+    proc = subprocess.Popen(
+        [
+            str(BIN / "dyno"),
+            "--port",
+            str(port),
+            "--json",
+            "dynamic",
+            "--pid",
+            str(pid),
+            "--output",
+            str(out),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_line_until(proc, "{")
+        began = time.monotonic()
+        proc.send_signal(sig)
+        while any(p.held_by for p in stub.ListProcesses(pb.ListProcessesRequest()).processes):
+            time.sleep(0.01)  # polling the daemon's answer is the measurement
+        return time.monotonic() - began
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        stop_process(proc)
+
+
 def main() -> int:
     with running_daemon("--process-keepalive-s", "3") as daemon, tempfile.TemporaryDirectory() as tmp:
         env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": "0"}
@@ -125,7 +158,12 @@ def main() -> int:
         try:
             wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
             with grpc.insecure_channel(f"localhost:{daemon.port}") as channel:
-                start_ms, stop_s = windows(pb_grpc.DynologStub(channel), job.pid, Path(tmp))
+                stub = pb_grpc.DynologStub(channel)
+                start_ms, stop_s = windows(stub, job.pid, Path(tmp))
+                released = {
+                    sig: hold_released_s(stub, daemon.port, job.pid, Path(tmp), sig)
+                    for sig in (signal.SIGKILL, signal.SIGSTOP)
+                }
             attach_s, status_s = attach_vs_status(daemon.port, job.pid, Path(tmp))
         finally:
             job.stop()
@@ -146,12 +184,27 @@ def main() -> int:
         Figure("attach -> prompt: median", percentile(attach_s, 50) * 1000, "ms", "", "—"),
         Figure("dyno status: median", percentile(status_s, 50) * 1000, "ms", "", "—"),
         Figure("attach -> prompt / dyno status", attach_ratio, "x", f"<= {ATTACH_GOAL}", "—"),
+        Figure(
+            "hold released: controller killed",
+            released[signal.SIGKILL],
+            "s",
+            f"<= {RELEASE_GOAL_S}",
+            "msprof: second client hangs",
+        ),
+        Figure(
+            "hold released: controller frozen",
+            released[signal.SIGSTOP],
+            "s",
+            f"<= {RELEASE_GOAL_S}",
+            "msprof: second client hangs",
+        ),
     ]
     notes = [
         f"{WINDOWS} windows of {WINDOW_S:g} s on a 10 ms step loop; {ATTACH_ROUNDS} attach and status rounds",
         "start includes waiting for the next step boundary (0-10 ms) and torch.profiler's start",
     ]
     details = {
+        "released_s": {sig.name: value for sig, value in released.items()},
         "start_ms": start_ms,
         "stop_s": stop_s,
         "attach_s": attach_s,

@@ -175,8 +175,30 @@ def test_a_second_controller_is_refused_with_the_holders_name_until_the_first_is
     assert answer["processes"][0]["detail"].startswith(f"held by {holder}")
 
     first.proc.send_signal(signal.SIGKILL)
-    wait_until(lambda: not (daemon.process(job.pid) or {}).get("held_by"), timeout=5, what="the hold to end")
+    wait_until(lambda: not (daemon.process(job.pid) or {}).get("held_by"), timeout=15, what="the hold to end")
     assert scripted(daemon, "quit\n", "--pid", str(job.pid), "--output", str(tmp_path)).returncode == 0
+
+
+def test_a_controller_that_stops_answering_loses_its_hold(
+    daemon, start_workload, controllers, tmp_path
+):
+    """As when its host vanishes: the connection stays open, but nothing answers the daemon's pings.
+    (How soon, about 3 s by design, is measured in benchmarks/dynamic.py.)"""
+    job = trainer(daemon, start_workload)
+    frozen = controllers(daemon, "--pid", str(job.pid), "--output", str(tmp_path))
+    assert frozen.answer()["ok"]
+    assert window_of(frozen.send("start"))["phase"] == "TRACE_PHASE_RUNNING"
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: not (daemon.process(job.pid) or {}).get("held_by"), timeout=15, what="the hold to end"
+        )
+        (directory,) = tmp_path.glob("PROF_*")
+        wait_until(
+            lambda: (directory / "info.json").exists(), what="the window it left collecting to be written"
+        )
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
 
 
 def test_msprofs_limits_end_the_session_saying_why(daemon, start_workload, controllers, tmp_path):

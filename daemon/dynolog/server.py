@@ -190,8 +190,7 @@ class Daemon:
         return [AuthInterceptor(policy, watch.revocation)]
 
     def _build_server(self, tls: Optional[Material]) -> aio.Server:
-        # No SO_REUSEPORT: a second daemon on the same port must fail, not share the traffic.
-        server = aio.server(interceptors=self._interceptors(tls), options=[("grpc.so_reuseport", 0)])
+        server = aio.server(interceptors=self._interceptors(tls), options=SERVER_OPTIONS)
         pb_grpc.add_DynologServicer_to_server(
             DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots), server
         )
@@ -202,6 +201,17 @@ class Daemon:
         )
         return server
 
+
+SERVER_OPTIONS = [
+    # No SO_REUSEPORT: a second daemon on the same port must fail, not share the traffic.
+    ("grpc.so_reuseport", 0),
+    # Ping every client every second, also on a quiet call, and drop one that has not answered within
+    # 2 s: a `dyno dynamic` whose host vanished, or that hangs, frees the processes it holds within
+    # about 3 s, as a killed one does (its connection closes at once).
+    ("grpc.keepalive_time_ms", 1000),
+    ("grpc.http2.ping_timeout_ms", 2000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 
 # sun_path holds 107 bytes; Kineto's client socket is <dir>/dynoconfigclient<36-char uuid>.
 _KINETO_CLIENT_NAME_LEN = len("/dynoconfigclient") + 36
