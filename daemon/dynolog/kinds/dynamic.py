@@ -79,6 +79,11 @@ class HeldElsewhere:
         hold = self.holds.of(record.host_pid)
         return f"held by {hold.describe()}" if reason is Reason.HELD and hold else reason.value
 
+    def hold(self, request: SessionRequest, result: CommandResult) -> None:
+        """The processes that took it are now the session's."""
+        for outcome in result.taken:
+            self.holds.take(outcome.record.host_pid, request.hold)
+
 
 class DynamicAttach(HeldElsewhere, Policy[SessionRequest]):
     kind = CommandKind.DYNAMIC
@@ -91,8 +96,7 @@ class DynamicAttach(HeldElsewhere, Policy[SessionRequest]):
         return "dynamic attach"
 
     async def deliver(self, request: SessionRequest, result: CommandResult) -> None:
-        for outcome in result.taken:
-            self.holds.take(outcome.record.host_pid, request.hold)
+        self.hold(request, result)
 
 
 class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
@@ -108,8 +112,7 @@ class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
         return "dynamic start"
 
     async def deliver(self, request: SessionRequest, result: CommandResult) -> None:
-        for outcome in result.taken:
-            self.holds.take(outcome.record.host_pid, request.hold)
+        self.hold(request, result)
         await super().deliver(request, result)
 
     def expected_output(self, request: SessionRequest, record: ProcessRecord) -> str:
