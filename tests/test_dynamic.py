@@ -179,9 +179,7 @@ def test_a_second_controller_is_refused_with_the_holders_name_until_the_first_is
     assert scripted(daemon, "quit\n", "--pid", str(job.pid), "--output", str(tmp_path)).returncode == 0
 
 
-def test_a_controller_that_stops_answering_loses_its_hold(
-    daemon, start_workload, controllers, tmp_path
-):
+def test_a_controller_that_stops_answering_loses_its_hold(daemon, start_workload, controllers, tmp_path):
     """As when its host vanishes: the connection stays open, but nothing answers the daemon's pings.
     (How soon, about 3 s by design, is measured in benchmarks/dynamic.py.)"""
     job = trainer(daemon, start_workload)
