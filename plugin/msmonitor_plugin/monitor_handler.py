@@ -19,18 +19,23 @@ from . import configtext, identity, wire
 from .monitor.config import ConfigError, MonitorConfig
 from .monitor.engine import Monitor
 from .monitor.report import Report
+from .slot import ProfilerSlot
 from .vocabulary import MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 
+MONITOR_OWNER = "npu-monitor"
 # Sends one message to the daemon over the agent's link, keeping it for later if the daemon is away.
 Send = Callable[[str, bytes], None]
 
 
 class MonitorHandler:
-    def __init__(self, env: Mapping[str, str], send: Optional[Send] = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str], send: Optional[Send] = None, slot: Optional[ProfilerSlot] = None
+    ) -> None:
         self._env = env
         self._send = send
+        self._slot = slot if slot is not None else ProfilerSlot()
         self._monitor = Monitor(
             rank=identity.rank(env), on_report=self._on_report, on_stopped=self._on_stopped, env=env
         )
@@ -55,11 +60,20 @@ class MonitorHandler:
         except ConfigError as exc:
             log.warning("npu-monitor config refused: %s", exc)
             return self._answer(self._refused(command_id, str(exc)))
+        holder = self._slot.claim(MONITOR_OWNER) if config.start else None
+        if holder is not None:
+            return self._answer(
+                self._refused(
+                    command_id, f"refused: {holder} runs in this process (MSPTI has one subscriber)"
+                )
+            )
         try:
             result = self._monitor.apply(config)
         except Exception as exc:  # MonitorError, or anything else: the daemon gets an answer either way
             log.exception("npu-monitor command failed")
+            self._release_unless_running()
             return self._answer(self._refused(command_id, f"{type(exc).__name__}: {exc}"))
+        self._release_unless_running()
         return self._answer(
             wire.MonitorEvent(
                 command_id=command_id,
@@ -70,6 +84,10 @@ class MonitorHandler:
                 output=result.output,
             )
         )
+
+    def _release_unless_running(self) -> None:
+        if self.state is not MonitorState.RUNNING:
+            self._slot.release(MONITOR_OWNER)
 
     def close(self) -> None:
         """Stop monitoring, writing what the interval has (file mode) before leaving."""
@@ -92,6 +110,7 @@ class MonitorHandler:
 
     def _on_stopped(self, reason: str) -> None:
         """Tell the daemon the monitor stopped by itself (DURATION), so nputrace is possible again."""
+        self._slot.release(MONITOR_OWNER)
         if reason != "command":  # a command's own answer says so
             self._answer(wire.MonitorEvent(command_id="", state=MonitorState.IDLE.value, reason=reason))
 

@@ -21,6 +21,7 @@ from typing import Callable, Deque, List, Optional, Tuple
 
 from .. import identity, wire
 from ..configtext import ConfigTextError
+from ..slot import ProfilerSlot
 from ..steps import StepCounter
 from ..vocabulary import CommandKind, TracePhase
 from . import prof
@@ -39,6 +40,7 @@ STOP_GRACE_S = 3.0
 # between steps (an inference server counts none; a job just launched soon will).
 START_GRACE_S = 2.0
 IMPORT_RETRY_S = 0.2
+WINDOW_OWNER = "a dyno dynamic window"
 WRITE_AT_EXIT_S = 30.0  # how long the exiting process waits for a window being written
 
 
@@ -311,11 +313,16 @@ class Tracer:
     """Holds this process's one trace at a time, and takes trace commands from the daemon."""
 
     def __init__(
-        self, counter: StepCounter, report: Report, recorder_factory: RecorderFactory = recorder_for
+        self,
+        counter: StepCounter,
+        report: Report,
+        recorder_factory: RecorderFactory = recorder_for,
+        slot: Optional[ProfilerSlot] = None,
     ) -> None:
         self._counter = counter
         self._report = report
         self._recorder_factory = recorder_factory
+        self._slot = slot if slot is not None else ProfilerSlot()
         self._lock = threading.Lock()
         self.session: Optional[TraceSession] = None
         self._seen: Deque[str] = collections.deque(maxlen=32)  # ids taken, so a repeated push is ignored
@@ -349,6 +356,15 @@ class Tracer:
                 return self._report(
                     wire.TraceEvent(trace_id=command.trace_id, phase=TracePhase.FAILED, error=str(exc))
                 )
+            holder = self._slot.claim(WINDOW_OWNER) if spec.until_stopped else None
+            if holder is not None:
+                return self._report(
+                    wire.TraceEvent(
+                        trace_id=command.trace_id,
+                        phase=TracePhase.FAILED,
+                        error=f"refused: {holder} runs in this process (one profiler at a time)",
+                    )
+                )
             self._seen.append(command.trace_id)
             self.session = TraceSession(spec, self._counter, self._report, self._done, self._recorder_factory)
             self.session.arm()
@@ -379,3 +395,4 @@ class Tracer:
 
     def _done(self) -> None:
         self.session = None
+        self._slot.release(WINDOW_OWNER)
