@@ -5,15 +5,19 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional
 
 from . import identity, torch_hook, wire
 from .link import DaemonLink
 from .monitor_handler import MonitorHandler
 from .router import CommandRouter
+from .slot import ProfilerSlot
 from .steps import StepCounter
 from .trace.session import Tracer
 from .vocabulary import CommandKind
+
+if TYPE_CHECKING:
+    from .service.source import ServiceSource
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -36,23 +40,29 @@ class Agent:
         self.owner_pid = os.getpid()
         self._env = env
         self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
-        self.tracer = Tracer(counter, self._report)
-        self.monitor = MonitorHandler(env, send=self.link.send_reliably)
+        slot = ProfilerSlot()
+        self.tracer = Tracer(counter, self._report, slot=slot)
+        self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot)
         self.router = CommandRouter()
         self.router.register(
             (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC), self.tracer.accept
         )
         self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)
+        self.service = _service_source(env, slot, self.router)
 
     def start(self) -> None:
         self.link.start()
         torch_hook.install(self.counter, self.link.heartbeat_now)
+        if self.service is not None:
+            self.service.start()
 
     def stop(self) -> None:
         if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket
             return
         self.tracer.abort(f"the process exited at step {self.counter.count}")
         self.monitor.close()
+        if self.service is not None:
+            self.service.stop()
         self.link.stop()
 
     def _hello(self) -> wire.Hello:
@@ -62,6 +72,7 @@ class Agent:
             self._env,
             self.tracer.state(),
             self.monitor.state.value,
+            self.service.switch.state() if self.service is not None else "",
         )
 
     def _report(self, event: wire.TraceEvent) -> None:
@@ -72,6 +83,18 @@ class Agent:
             log.warning("ignoring a %s message from dynolog", datagram.type)
             return
         self.router.route(wire.Command.from_payload(datagram.payload))
+
+
+def _service_source(
+    env: Mapping[str, str], slot: ProfilerSlot, router: CommandRouter
+) -> Optional[ServiceSource]:
+    """The service profiler's switch file, when SERVICE_PROF_CONFIG_PATH names one (imported only then)."""
+    path = env.get("SERVICE_PROF_CONFIG_PATH", "")
+    if not path:
+        return None
+    from .service.source import ServiceSource
+
+    return ServiceSource(path, env, slot, router)
 
 
 def socket_dir(env: Mapping[str, str]) -> str:

@@ -19,10 +19,11 @@ class CommandKind(str, enum.Enum):
     GPUTRACE = "gputrace"
     NPUMONITOR = "npumonitor"
     DYNAMIC = "dynamic"  # a `dyno dynamic` window: collect from start until stop
+    SERVICE = "service"  # the service profiler's JSON switch, edited (a command source inside the plugin)
 
     @property
     def traces(self) -> bool:
-        return self is not CommandKind.NPUMONITOR
+        return self in (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC)
 
 
 class TraceState(str, enum.Enum):

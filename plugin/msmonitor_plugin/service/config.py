@@ -1,0 +1,244 @@
+"""The MindIE service profiler's JSON switch file (``SERVICE_PROF_CONFIG_PATH``): its keys, read as
+MindIE reads them (lenient: a bad value is a warning and its default, never an exception), the default
+file it creates, and the ``"enable": 0`` it writes back when a limit stops recording."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+
+log = logging.getLogger("msmonitor_plugin")
+
+ENV = "SERVICE_PROF_CONFIG_PATH"
+DEFAULT_PROF_DIR = "$HOME/.ms_server_profiler/"
+# Exactly what MindIE writes for a missing file: start the service, then set "enable" to 1.
+DEFAULT_CONTENT: Dict[str, Any] = {
+    "enable": 0,
+    "prof_dir": DEFAULT_PROF_DIR,
+    "profiler_level": "INFO",
+    "acl_task_time": 0,
+    "acl_prof_task_time_level": "L0",
+    "timelimit": 0,
+    "domain": "",
+}
+LEVELS = {
+    "ERROR": 10,
+    "INFO": 20,
+    "DETAILED": 30,
+    "VERBOSE": 40,
+    "L0": 10,
+    "L1": 20,
+    "L2": 30,
+    "LEVEL_CORE_TRACE": 10,
+    "LEVEL_OUTLIER_ENENT": 10,
+    "LEVEL_NORMAL_TRACE": 20,
+    "LEVEL_DETAILED_TRACE": 30,
+}
+MAX_TIMELIMIT_S = 7200
+FREQ_RANGE = (1, 50)
+ACL_TASK_TIME_MODES = {0: "off", 1: "aclprof", 2: "MSPTI", 3: "torch profiler"}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    enable: bool = False
+    prof_dir: str = ""  # with $HOME expanded and a trailing /
+    profiler_level: int = 20
+    acl_task_time: int = 0
+    acl_prof_task_time_level: str = "L0"
+    timelimit_s: int = 0  # 0: no limit
+    domains: Optional[FrozenSet[str]] = None  # None: every domain
+    api_filter: Tuple[str, ...] = ()
+    kernel_filter: Tuple[str, ...] = ()
+    host_system_usage_freq: int = 0  # Hz; 0: off
+    npu_memory_usage_freq: int = 0
+    torch_prof_stack: bool = False
+    torch_prof_modules: bool = False
+    torch_prof_step_num: int = 0  # 0: every step
+    profiler_step_num: Optional[int] = None  # None: no step limit
+    warnings: Tuple[str, ...] = field(default=(), compare=False)
+
+    def describe_changes(self, other: ServiceConfig) -> List[str]:
+        """The fields that differ from *other* (``enable`` aside), for "takes effect at the next enable"."""
+        return [
+            name
+            for name in self.__dataclass_fields__
+            if name not in ("enable", "warnings") and getattr(self, name) != getattr(other, name)
+        ]
+
+
+def parse(obj: Any, env: Mapping[str, str] = os.environ) -> ServiceConfig:
+    """The config as MindIE's Config.cpp reads it; every value it would refuse becomes a warning."""
+    if not isinstance(obj, dict):
+        raise ValueError("the file does not hold a JSON object")
+    warnings: List[str] = []
+    read = _Reader(obj, warnings)
+    enable = read.integer("enable", 0) == 1
+    return ServiceConfig(
+        enable=enable,
+        prof_dir=_prof_dir(read.text("prof_dir", DEFAULT_PROF_DIR), env),
+        profiler_level=read.level(),
+        acl_task_time=read.choice("acl_task_time", 0, tuple(ACL_TASK_TIME_MODES)),
+        acl_prof_task_time_level=read.text("acl_prof_task_time_level", "L0"),
+        timelimit_s=read.timelimit(),
+        domains=frozenset(_split(read.text("domain", ""))) or None,
+        api_filter=tuple(_split(read.text("api_filter", ""))),
+        kernel_filter=tuple(_split(read.text("kernel_filter", ""))),
+        host_system_usage_freq=read.frequency("host_system_usage_freq"),
+        npu_memory_usage_freq=read.frequency("npu_memory_usage_freq"),
+        torch_prof_stack=read.flag("torch_prof_stack"),
+        torch_prof_modules=read.flag("torch_prof_modules"),
+        torch_prof_step_num=max(0, read.integer("torch_prof_step_num", 0)),
+        profiler_step_num=read.integer("profiler_step_num", 0) if "profiler_step_num" in obj else None,
+        warnings=tuple(warnings),
+    )
+
+
+class _Reader:
+    def __init__(self, obj: Dict[str, Any], warnings: List[str]) -> None:
+        self._obj, self._warnings = obj, warnings
+
+    def _warn(self, key: str, value: Any, meaning: str) -> None:
+        self._warnings.append(f"{key}={json.dumps(value)}: {meaning}")
+
+    def integer(self, key: str, default: int) -> int:
+        value = self._obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self._warn(key, value, f"not an integer, taken as {default}")
+            return default
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        value = self._obj.get(key, default)
+        if not isinstance(value, str):
+            self._warn(key, value, f"not a string, taken as {default!r}")
+            return default
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self._obj.get(key, False)
+        if not isinstance(value, (bool, int)):
+            self._warn(key, value, "not a boolean, taken as false")
+            return False
+        return bool(value)
+
+    def choice(self, key: str, default: int, allowed: Tuple[int, ...]) -> int:
+        value = self.integer(key, default)
+        if value not in allowed:
+            self._warn(key, value, f"not one of {', '.join(map(str, allowed))}, taken as {default}")
+            return default
+        return value
+
+    def level(self) -> int:
+        value = self._obj.get("profiler_level", "INFO")
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.upper() in LEVELS:
+            return LEVELS[value.upper()]
+        self._warn("profiler_level", value, "not a level name or an integer >= 0, taken as INFO (20)")
+        return LEVELS["INFO"]
+
+    def timelimit(self) -> int:
+        value = self.integer("timelimit", 0)
+        if value > MAX_TIMELIMIT_S:
+            self._warn("timelimit", value, f"above {MAX_TIMELIMIT_S} s, clamped to {MAX_TIMELIMIT_S}")
+            return MAX_TIMELIMIT_S
+        return max(0, value)
+
+    def frequency(self, key: str) -> int:
+        if key not in self._obj:
+            return 0
+        value = self.integer(key, -1)
+        low, high = FREQ_RANGE
+        if value == -1:
+            return 0
+        if not low <= value <= high:
+            self._warn(key, value, f"not in {low}..{high} Hz (or -1), taken as off")
+            return 0
+        return value
+
+
+def _split(text: str) -> List[str]:
+    return [item.strip() for item in text.split(";") if item.strip()]
+
+
+def _prof_dir(text: str, env: Mapping[str, str]) -> str:
+    home = env.get("HOME") or os.path.expanduser("~")
+    path = text.replace("$HOME", home).replace("${HOME}", home)
+    return path if path.endswith("/") else path + "/"
+
+
+def read(path: str, env: Mapping[str, str] = os.environ) -> ServiceConfig:
+    """Raises OSError (missing, unreadable) or ValueError (not JSON, not an object)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    return parse(obj, env)
+
+
+def ensure(path: str) -> bool:
+    """Write MindIE's default file when *path* (ending in .json) is missing and its folder is writable and
+    ours; never overwrite. True when the file exists afterwards."""
+    if os.path.exists(path):
+        return True
+    folder = os.path.dirname(os.path.abspath(path))
+    if not path.endswith(".json"):
+        log.warning("%s=%s does not end in .json: not creating it", ENV, path)
+        return False
+    try:
+        owned = os.stat(folder).st_uid == os.getuid()
+    except OSError:
+        owned = False
+    if not owned or not os.access(folder, os.W_OK):
+        log.warning("%s: %s is not a folder of ours that we may write: not creating the file", ENV, folder)
+        return False
+    try:
+        _replace(path, DEFAULT_CONTENT, exclusive=True)
+    except FileExistsError:
+        pass  # another process of the service created it first
+    except OSError as exc:
+        log.warning("%s: cannot create %s: %s", ENV, path, exc)
+        return False
+    return True
+
+
+def write_back_disabled(path: str) -> None:
+    """``"enable": 0`` into the file, keeping every other key, atomically (a limit stopped recording)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        log.warning("%s: cannot write enable 0 back into %s: %s", ENV, path, exc)
+        return
+    obj["enable"] = 0
+    try:
+        _replace(path, obj)
+    except OSError as exc:
+        log.warning("%s: cannot write enable 0 back into %s: %s", ENV, path, exc)
+
+
+def _replace(path: str, obj: Dict[str, Any], exclusive: bool = False) -> None:
+    """Write a temp file beside *path* and rename it over *path* (a reader never sees half a file); with
+    *exclusive*, fail if *path* appeared meanwhile."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=".ms_service_profiler_", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=4)
+            f.write("\n")
+        if exclusive:
+            os.link(temp, path)  # fails if it exists: never overwrite
+        else:
+            os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)

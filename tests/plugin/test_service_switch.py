@@ -1,0 +1,153 @@
+"""The service profiler's file, watcher, API and switch in one process (standard library; Python 3.8 too)."""
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+import unittest
+from contextlib import closing
+
+from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.router import CommandRouter
+from msmonitor_plugin.service import api, config
+from msmonitor_plugin.service.api import Level, Profiler
+from msmonitor_plugin.service.source import ServiceSource
+from msmonitor_plugin.service.watch import FileWatch
+from msmonitor_plugin.slot import ProfilerSlot
+from msmonitor_plugin.steps import StepCounter
+from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.vocabulary import CommandKind, TracePhase
+
+
+def wait(probe, what, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)  # polling state another thread changes
+
+
+class TempDir(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="service")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.path = os.path.join(self.dir, "ms_service_profiler_config.json")
+
+    def write(self, **values):
+        temp = self.path + ".tmp"
+        with open(temp, "w") as f:
+            json.dump(values, f)
+        os.replace(temp, self.path)
+
+
+class ConfigTest(TempDir):
+    def test_values_are_read_as_mindie_reads_them_and_bad_ones_are_warnings(self):
+        cfg = config.parse(
+            {
+                "enable": True,
+                "prof_dir": "$HOME/prof",
+                "profiler_level": "l1",
+                "timelimit": 9000,
+                "domain": "Request; KVCache;",
+                "host_system_usage_freq": 60,
+                "npu_memory_usage_freq": -1,
+                "acl_task_time": 7,
+            },
+            env={"HOME": "/home/u"},
+        )
+        self.assertFalse(cfg.enable, "JSON true is not the integer 1")
+        self.assertEqual(cfg.prof_dir, "/home/u/prof/")
+        self.assertEqual((cfg.profiler_level, cfg.timelimit_s), (20, 7200))
+        self.assertEqual(cfg.domains, frozenset({"Request", "KVCache"}))
+        self.assertEqual(
+            (cfg.host_system_usage_freq, cfg.npu_memory_usage_freq, cfg.acl_task_time), (0, 0, 0)
+        )
+        self.assertEqual(len(cfg.warnings), 4, cfg.warnings)
+        self.assertTrue(any(w.startswith("timelimit=9000: above 7200 s") for w in cfg.warnings))
+
+    def test_the_default_file_is_written_once_and_never_over_an_existing_one(self):
+        self.assertTrue(config.ensure(self.path))
+        with open(self.path) as f:
+            self.assertEqual(json.load(f), config.DEFAULT_CONTENT)
+        self.write(enable=1, timelimit=5)
+        self.assertTrue(config.ensure(self.path))
+        config.write_back_disabled(self.path)
+        with open(self.path) as f:
+            self.assertEqual(json.load(f), {"enable": 0, "timelimit": 5}, "only enable changes")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["ms_service_profiler_config.json"], "no temp left")
+
+
+class WatchTest(TempDir):
+    def test_two_edits_within_one_second_are_both_seen(self):
+        self.write(enable=0)
+        seen = []
+        changed = threading.Event()
+
+        def on_change():
+            with open(self.path) as f:
+                seen.append(json.load(f)["enable"])
+            changed.set()
+
+        watch = FileWatch(self.path, on_change)
+        watch.start()
+        self.addCleanup(watch.stop)
+        for enable in (1, 0):
+            changed.clear()
+            self.write(enable=enable)
+            self.assertTrue(changed.wait(2), "the edit was noticed")
+        self.assertEqual(seen[-2:], [1, 0])
+
+
+class SwitchTest(TempDir):
+    def setUp(self):
+        super().setUp()
+        self.slot = ProfilerSlot()
+        self.write(enable=0, prof_dir=os.path.join(self.dir, "prof"))
+        self.source = ServiceSource(self.path, {"HOME": self.dir}, self.slot, CommandRouter())
+        self.source.start()
+        self.addCleanup(self.source.stop)
+
+    def store(self):
+        return api._active.store if api._active is not None else None
+
+    def test_a_disabled_profiler_records_nothing_and_an_enabled_one_everything_asked(self):
+        Profiler(Level.INFO).domain("Request").res("r0").event("httpReq")
+        self.write(enable=1, prof_dir=os.path.join(self.dir, "prof"), domain="Request")
+        wait(lambda: self.store() is not None, "recording")
+        path = self.store().path
+        Profiler(Level.INFO).domain("Request").res("r1").attr("k", 1).metric("recvTokenSize", 5).event(
+            "httpReq"
+        )
+        with Profiler(Level.INFO).domain("Request").res(["r1", "r2"]).span_start("forward"):
+            pass
+        Profiler(Level.INFO).domain("KVCache").res("r1").event("swap")  # outside the domain list
+        Profiler(Level.VERBOSE).domain("Request").event("debug")  # above INFO
+        self.write(enable=0)
+        wait(lambda: not os.path.exists(path + "-wal"), "the store to close")
+        with closing(sqlite3.connect(path)) as db:
+            self.assertEqual(
+                db.execute("SELECT name, rid, attrs FROM events").fetchall(), [("httpReq", "r1", '{"k": 1}')]
+            )
+            self.assertEqual(
+                db.execute("SELECT name, rid FROM spans").fetchall(), [("forward", '["r1", "r2"]')]
+            )
+            self.assertEqual(
+                db.execute("SELECT name, value, kind FROM metrics").fetchall(),
+                [("recvTokenSize", 5.0, "set")],
+            )
+
+    def test_operator_collection_and_a_dynamic_window_exclude_each_other(self):
+        self.assertIsNone(self.slot.claim("the service profiler's operator collection (acl_task_time 3)"))
+        events = []
+        tracer = Tracer(StepCounter(), events.append, slot=self.slot)
+        text = configtext.render(configtext.DYNAMIC, {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": self.dir})
+        tracer.accept(wire.Command(CommandKind.DYNAMIC, "w1", text))
+        self.assertEqual(events[-1].phase, TracePhase.FAILED)
+        self.assertIn("acl_task_time 3) runs in this process", events[-1].error)
+
+
+if __name__ == "__main__":
+    unittest.main()
