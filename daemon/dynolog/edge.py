@@ -121,4 +121,5 @@ def process_info(record: ProcessRecord, held_by: str = "") -> pb.ProcessInfo:
         trace_state=f"TRACE_STATE_{record.trace_state.name}",
         monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
         held_by=held_by,
+        service=record.service,
     )

@@ -50,6 +50,7 @@ class ProcessRecord:
     versions: Dict[str, str] = field(default_factory=dict)
     plugin_version: str = ""
     capabilities: Tuple[str, ...] = ()
+    service: str = ""  # the service profiler's switch, as the plugin reports it
     clients: Set[ClientKind] = field(default_factory=set)
     # Where to reach each client: the plugin accepts pushes, Kineto only replies to polls.
     addresses: Dict[ClientKind, wire.Address] = field(default_factory=dict)
@@ -161,6 +162,7 @@ class Registry:
         record.versions = dict(hello.versions)
         record.plugin_version = hello.plugin_version
         record.capabilities = tuple(hello.capabilities)
+        record.service = hello.service
         record.current_step = max(record.current_step, hello.step)
         # What the plugin runs itself, its word on is authoritative (and survives a daemon restart);
         # the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.

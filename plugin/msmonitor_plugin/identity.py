@@ -112,6 +112,7 @@ def hello(
     env: Mapping[str, str] = os.environ,
     trace: Tuple[str, str] = ("", ""),
     monitor_state: str = "",
+    service: str = "",
 ) -> Hello:
     """This process's registration; *trace* is the (id, phase) of the trace it holds."""
     pid = os.getpid()
@@ -133,4 +134,5 @@ def hello(
         trace_id=trace[0],
         trace_phase=trace[1],
         monitor_state=monitor_state,
+        service=service,
     )

@@ -302,6 +302,7 @@ class Hello(JsonMessage):
     trace_id: str = ""
     trace_phase: str = ""
     monitor_state: str = ""  # a MonitorState value ("" from clients that run no monitor)
+    service: str = ""  # the service profiler's switch: "" (none), "off", or "on since ..., <folder>"
 
 
 @dataclass

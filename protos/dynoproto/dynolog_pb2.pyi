@@ -177,7 +177,7 @@ class GetVersionResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., api: _Optional[str] = ..., python: _Optional[str] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
-    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state", "held_by")
+    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state", "held_by", "service")
     class VersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +206,7 @@ class ProcessInfo(_message.Message):
     TRACE_STATE_FIELD_NUMBER: _ClassVar[int]
     MONITOR_STATE_FIELD_NUMBER: _ClassVar[int]
     HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
     pid: int
     host_pid: int
     ancestors: _containers.RepeatedScalarFieldContainer[int]
@@ -227,7 +228,8 @@ class ProcessInfo(_message.Message):
     trace_state: TraceState
     monitor_state: MonitorState
     held_by: str
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ...) -> None: ...
+    service: str
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ..., service: _Optional[str] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
     __slots__ = ("job_id",)

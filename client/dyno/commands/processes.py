@@ -47,10 +47,15 @@ def run(target: Target, args: Namespace) -> None:
             " KINETO_USE_DAEMON=1, and the daemon with --enable-ipc-monitor."
         )
         return
-    # HELD BY only when a `dyno dynamic` session holds some process: a column of dashes otherwise
-    held = any(p.held_by for p in reply.processes)
-    rows = [[*_row(p), p.held_by or "-"] if held else _row(p) for p in reply.processes]
-    print(table((*HEADERS, "HELD BY") if held else HEADERS, rows))
+    # Columns only some processes fill, shown when one does (a column of dashes otherwise): the service
+    # profiler's switch, and who holds a process through `dyno dynamic`.
+    optional = [
+        (header, field)
+        for header, field in (("SERVICE", "service"), ("HELD BY", "held_by"))
+        if any(getattr(p, field) for p in reply.processes)
+    ]
+    headers = (*HEADERS, *(header for header, _ in optional))
+    print(table(headers, [[*_row(p), *(getattr(p, f) or "-" for _, f in optional)] for p in reply.processes]))
 
 
 def _row(p: pb.ProcessInfo) -> List[str]:
