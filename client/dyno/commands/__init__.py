@@ -19,10 +19,17 @@ def _certs() -> Sequence[Command]:
     return certs.COMMANDS
 
 
+def _service() -> Sequence[Command]:
+    from . import service
+
+    return service.COMMANDS
+
+
 COMMANDS: Sequence[Entry] = (
     *(
         module.COMMAND
         for module in (status, version, processes, nputrace, gputrace, trace, dynamic, npu_monitor)
     ),
+    Group("service", "Export the inference service profiler's recordings (offline).", _service),
     Group("certs", "Make, check and revoke the certificates for mutual TLS (--certs-dir).", _certs),
 )
