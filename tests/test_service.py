@@ -1,0 +1,342 @@
+"""The service profiler's JSON switch (``SERVICE_PROF_CONFIG_PATH``) in real processes: an inference-like
+workload instrumented with ``ms_service_profiler``, flipped on and off by editing the file."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from fake_mspti import fake_mspti_build
+from harness import BIN, REPO, Daemon, Workload, read_line_until, wait_until
+
+PEERS = REPO / ".peers"  # published code we test against, fetched once and reused
+MSSERVICEPROFILER = "msserviceprofiler==1.2.3"
+
+
+class Service:
+    """One config file, a HOME of its own, and the workloads that watch it."""
+
+    def __init__(self, tmp_path: Path, start_workload, extra_env: Dict[str, str] | None = None) -> None:
+        self.config = tmp_path / "ms_service_profiler_config.json"
+        self.prof_dir = tmp_path / "prof"
+        self.logs = tmp_path / "logs"
+        home = tmp_path / "home"
+        home.mkdir()
+        self.env = {
+            "SERVICE_PROF_CONFIG_PATH": str(self.config),
+            "HOME": str(home),
+            "MSMONITOR_LOG_PATH": str(self.logs),
+            **(extra_env or {}),
+        }
+        self._start_workload = start_workload
+
+    def start(self, *args: str) -> Workload:
+        return self._start_workload("inference.py", self.env, *args)
+
+    def edit(self, **keys: Any) -> None:
+        """Rewrite the file as an editor does (a new file renamed over it), keeping the other keys."""
+        values = json.loads(self.config.read_text())
+        values.update({"prof_dir": str(self.prof_dir), **keys})
+        self.write(json.dumps(values))
+
+    def write(self, text: str) -> None:
+        temp = self.config.with_suffix(".tmp")
+        temp.write_text(text)
+        os.replace(temp, self.config)
+
+    def dbs(self, kind: str = "ms_service") -> List[Path]:
+        return sorted(self.prof_dir.glob(f"*/Trace_Service/{kind}_*.db"))
+
+    def recording(self) -> bool:
+        """A store is open: its WAL file exists (SQLite removes it when the last connection closes)."""
+        return any(Path(f"{db}-wal").exists() for db in self.dbs())
+
+    def record_some(self, events: int = 100, **keys: Any) -> Path:
+        """Switch on with *keys*, wait until *events* events are stored, switch off; the store's file."""
+        self.edit(enable=1, **keys)
+        wait_until(self.recording, what="recording to start")
+        db = self.dbs()[0]
+        wait_until(lambda: rows(db, "SELECT count(*) FROM events")[0][0] >= events, what=f"{events} events")
+        self.edit(enable=0)
+        wait_until(lambda: not self.recording(), what="recording to stop")
+        return db
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in self.logs.glob("*.log")) if self.logs.exists() else ""
+
+
+def rows(db: Path, sql: str) -> List[tuple]:
+    # Closed at once: an open reader keeps the -wal file that says the store is still open.
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def served(job: Workload) -> int:
+    return int(read_line_until(job.proc, "served").split()[1])
+
+
+@pytest.fixture
+def service(tmp_path, start_workload) -> Service:
+    return Service(tmp_path, start_workload)
+
+
+def test_the_file_is_created_and_spans_and_events_are_recorded_only_while_on(service):
+    job = service.start()
+    assert json.loads(service.config.read_text())["enable"] == 0, "MindIE's default file, enable 0"
+    served(job)
+    assert not service.prof_dir.exists(), "nothing recorded while off"
+    service.edit(enable=1)
+    wait_until(service.recording, what="recording to start")
+    served(job)
+    service.edit(enable=0)
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    (db,) = service.dbs()
+    counts = {name: n for name, n in rows(db, "SELECT name, count(*) FROM events GROUP BY name")}
+    assert counts["httpReq"] > 0 and counts["httpRes"] > 0
+    spans = rows(db, "SELECT name, domain, end_ns >= start_ns, rid FROM spans")
+    assert spans and all(s[:3] == ("forward", "ModelExecute", 1) and s[3].startswith("req-") for s in spans)
+    metrics = dict(rows(db, "SELECT name, max(value) FROM metrics GROUP BY name"))
+    assert metrics == {"recvTokenSize": 16.0, "replyTokenSize": 8.0}
+    before = rows(db, "SELECT count(*) FROM events")
+    served(job)
+    served(job)  # the service went on serving while off
+    assert rows(db, "SELECT count(*) FROM events") == before
+
+
+def test_two_cycles_within_one_second_are_both_honoured(service):
+    job = service.start()
+    served(job)
+    for _ in range(2):
+        service.edit(enable=1)
+        wait_until(service.recording, what="recording to start")
+        service.edit(enable=0)
+        wait_until(lambda: not service.recording(), what="recording to stop")
+    (db,) = service.dbs()
+    starts = [ts for (ts,) in rows(db, "SELECT ts_ns FROM meta WHERE key = 'pid'")]
+    assert len(starts) == 2, "each enable is one cycle, appended to the same file"
+
+
+def test_time_and_step_limits_stop_recording_and_write_enable_0_back(service):
+    job = service.start()
+    served(job)
+    service.edit(enable=1, timelimit=1, domain="Request; ModelExecute")
+    wait_until(lambda: json.loads(service.config.read_text())["enable"] == 0, what="the timelimit write-back")
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    (db,) = service.dbs()
+    ((first, last),) = rows(db, "SELECT min(ts_ns), max(ts_ns) FROM events")
+    assert (last - first) / 1e9 < 1.5
+    assert json.loads(service.config.read_text())["timelimit"] == 1, "the other keys are kept"
+
+    service.edit(enable=1, timelimit=0, profiler_step_num=5)
+    wait_until(
+        lambda: json.loads(service.config.read_text())["enable"] == 0, what="the step-limit write-back"
+    )
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    forward = rows(db, "SELECT count(*) FROM spans WHERE start_ns > ?".replace("?", str(last)))[0][0]
+    assert 5 <= forward <= 5 + 2, "stopped at the 5th step (a worker may finish the step it is in)"
+
+
+def test_domain_and_level_filter_what_is_recorded(service):
+    job = service.start()
+    service.edit(enable=1, domain="Request", profiler_level="ERROR")
+    wait_until(service.recording, what="recording to start")
+    served(job)
+    service.edit(enable=0)
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    (db,) = service.dbs()
+    assert rows(db, "SELECT count(*) FROM events") == [(0,)], "INFO markers are above an ERROR level"
+    service.edit(enable=1, profiler_level="INFO")
+    wait_until(service.recording, what="recording to start")
+    served(job)
+    service.edit(enable=0)
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    assert rows(db, "SELECT DISTINCT domain FROM events") == [("Request",)]
+    assert rows(db, "SELECT count(*) FROM spans") == [(0,)], "ModelExecute is outside the domain list"
+
+
+def test_invalid_json_and_a_deleted_file_keep_the_state(service):
+    job = service.start()
+    service.edit(enable=1)
+    wait_until(service.recording, what="recording to start")
+    service.write('{"enable": 0, oops')
+    wait_until(lambda: "not valid JSON" in service.log(), what="the invalid file to be noticed")
+    service.config.unlink()
+    wait_until(lambda: "cannot read" in service.log(), what="the deletion to be noticed")
+    (db,) = service.dbs()
+    recorded = rows(db, "SELECT count(*) FROM events")[0][0]
+    served(job)
+    wait_until(lambda: rows(db, "SELECT count(*) FROM events")[0][0] > recorded, what="recording to go on")
+    service.write(json.dumps({"enable": 0}))
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    assert job.proc is not None and job.proc.poll() is None, "the service never noticed"
+
+
+def test_two_processes_share_one_dated_folder_and_export_as_one_trace(service, tmp_path):
+    jobs = [service.start(), service.start()]
+    service.edit(enable=1)
+    wait_until(lambda: len(service.dbs()) == 2 and service.recording(), what="both to record")
+    for job in jobs:
+        served(job)
+    service.edit(enable=0)
+    wait_until(lambda: not service.recording(), what="recording to stop")
+    first, second = service.dbs()
+    assert first.parent == second.parent
+    assert {db.name for db in service.dbs()} == {f"ms_service_{os.uname().nodename}-{j.pid}.db" for j in jobs}
+
+    out = tmp_path / "out"
+    export = [
+        str(BIN / "dyno"),
+        "service",
+        "export",
+        "--input-path",
+        str(service.prof_dir),
+        "--output-path",
+        str(out),
+    ]
+    result = subprocess.run(
+        [*export, "--format", "json", "csv", "db"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    trace = json.loads((out / "chrome_tracing.json").read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in trace if e.get("name") == "process_name"}
+    assert names == {f"{os.uname().nodename}-{j.pid}" for j in jobs}
+    assert {e["ph"] for e in trace} >= {"X", "i", "C", "s", "f"}, "spans, events, metrics, request flows"
+    requests = list(csv.DictReader((out / "request.csv").open()))
+    recorded = sum(rows(db, "SELECT count(DISTINCT rid) FROM events")[0][0] for db in service.dbs())
+    assert len(requests) == recorded and all(r["recvTokenSize"] == "16.0" for r in requests)
+    spans = list(csv.DictReader((out / "span.csv").open()))
+    assert len(spans) == sum(rows(db, "SELECT count(*) FROM spans")[0][0] for db in service.dbs())
+    assert rows(out / "profiler.db", "SELECT count(DISTINCT pid) FROM events") == [(2,)]
+
+
+@pytest.mark.torch
+def test_torch_mode_writes_a_torch_trace_into_the_dated_folder(service):
+    service.start("--torch")
+    db = service.record_some(acl_task_time=3, host_system_usage_freq=20)
+    (trace,) = service.prof_dir.glob("*/torch_*.pt.trace.json")
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "aten::linear" for e in events), "the serving threads' operators"
+    assert rows(db, "SELECT count(*) > 0 FROM metrics WHERE domain = 'host' AND name = 'cpuUsage'") == [(1,)]
+
+
+def test_mspti_mode_records_operators_from_the_fake_library(tmp_path, start_workload):
+    library = fake_mspti_build.shared_library()
+    service = Service(
+        tmp_path,
+        start_workload,
+        {"MSMONITOR_MSPTI_LIB": library, **fake_mspti_build.settings(count=200, names=5, devices=1)},
+    )
+    service.start()
+    service.record_some(acl_task_time=2, kernel_filter="Kernel_1;Kernel_2")
+    (db,) = service.dbs("ascend_service_profiler")
+    kernels = rows(db, "SELECT DISTINCT name FROM kernel ORDER BY name")
+    assert kernels == [("Kernel_1",), ("Kernel_2",)], "kept by kernel_filter"
+    assert rows(db, "SELECT count(*) > 0 FROM api") == [(1,)]
+
+
+def test_with_the_daemon_the_state_shows_and_a_dynamic_window_is_refused_while_operators_run(
+    start_daemon, tmp_path, start_workload
+):
+    daemon: Daemon = start_daemon("--process-keepalive-s", "3")
+    service = Service(tmp_path, start_workload, daemon.client_env())
+    job = service.start("--torch")
+    wait_until(lambda: (daemon.process(job.pid) or {}).get("service") == "off", what="registration")
+    service.edit(enable=1, acl_task_time=3)
+    wait_until(lambda: (daemon.process(job.pid) or {}).get("service", "").startswith("on since"), what="on")
+    assert "SERVICE" in daemon.dyno("processes", check=True).stdout
+    started = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "dyno"),
+            "--port",
+            str(daemon.port),
+            "--json",
+            "dynamic",
+            "--pid",
+            str(job.pid),
+            "--output",
+            str(tmp_path / "prof-dyn"),
+        ],
+        input="start\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answer = json.loads(started.stdout.splitlines()[1])
+    assert (
+        "service profiler's operator collection (acl_task_time 3) runs in this process" in answer["message"]
+    )
+    service.edit(enable=0)
+    wait_until(lambda: (daemon.process(job.pid) or {}).get("service") == "off", what="off again")
+
+
+@pytest.fixture(scope="session")
+def msserviceprofiler() -> Path:
+    """The published msserviceprofiler wheel (its vLLM hooks import ``ms_service_profiler``), unpacked."""
+    target = PEERS / "msserviceprofiler-1.2.3"
+    if not target.exists():
+        wheels = PEERS / "wheels"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "-d",
+                str(wheels),
+                MSSERVICEPROFILER,
+            ],
+            check=True,
+            timeout=300,
+        )
+        (wheel,) = wheels.glob("msserviceprofiler-1.2.3-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target)
+    return target
+
+
+def test_the_vllm_hooks_of_msserviceprofiler_run_unchanged(service, msserviceprofiler, tmp_path):
+    """Code nobody here wrote: the package's vLLM v1 request hooks, calling ms_service_profiler's API."""
+    script = tmp_path / "hooks.py"
+    script.write_text(
+        "import asyncio, types\n"
+        "from msserviceprofiler.vllm_profiler.vllm_v1 import request_hookers as hooks\n"
+        "async def add_request(this, request_id, prompt): return request_id\n"
+        "for rid in ('r1', 'r2'):\n"
+        "    asyncio.run(hooks.add_request_async(add_request, None, rid, 'hello'))\n"
+        "stats = types.SimpleNamespace(num_generation_tokens=7)\n"
+        "state = types.SimpleNamespace(prompt_token_ids=[1, 2, 3], stats=stats)\n"
+        "this = types.SimpleNamespace(request_states={'r1': state})\n"
+        "output = types.SimpleNamespace(request_id='r1', finish_reason='stop')\n"
+        "hooks.process_outputs(lambda this, outputs: outputs, this, [output])\n"
+    )
+    service.write(json.dumps({"enable": 1, "prof_dir": str(service.prof_dir)}))
+    env = {**os.environ, **service.env, "PYTHONPATH": str(msserviceprofiler)}
+    result = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    (db,) = service.dbs()
+    events = rows(db, "SELECT name, domain, rid FROM events ORDER BY ts_ns")
+    assert [e for e in events if e[0] in ("httpReq", "tokenize")] == [
+        ("httpReq", "Engine", "r1"),
+        ("tokenize", "Engine", "r1"),
+        ("httpReq", "Engine", "r2"),
+        ("tokenize", "Engine", "r2"),
+    ]
+    assert ("httpRes", "Engine", "r1") in events and ("detokenize", "Engine", '["r1"]') in events
+    assert dict(rows(db, "SELECT name, value FROM metrics WHERE rid = 'r1'")) == {
+        "recvTokenSize": 3.0,
+        "replyTokenSize": 7.0,
+    }
