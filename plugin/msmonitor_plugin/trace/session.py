@@ -333,9 +333,7 @@ class Tracer:
             try:
                 stopping = is_stop(command)
             except ConfigTextError as exc:
-                return self._report(
-                    wire.TraceEvent(trace_id=command.trace_id, phase=TracePhase.FAILED, error=str(exc))
-                )
+                return self._refuse(command.trace_id, str(exc))
             if stopping:
                 return self.stop(command.trace_id)
         with self._lock:
@@ -343,27 +341,15 @@ class Tracer:
             if command.trace_id in self._seen:
                 return  # a repeated push of a trace we took
             if active is not None:
-                return self._report(
-                    wire.TraceEvent(
-                        trace_id=command.trace_id,
-                        phase=TracePhase.FAILED,
-                        error=f"busy with trace {active.spec.trace_id}",
-                    )
-                )
+                return self._refuse(command.trace_id, f"busy with trace {active.spec.trace_id}")
             try:
                 spec = parse(command)
             except ConfigTextError as exc:
-                return self._report(
-                    wire.TraceEvent(trace_id=command.trace_id, phase=TracePhase.FAILED, error=str(exc))
-                )
+                return self._refuse(command.trace_id, str(exc))
             holder = self._slot.claim(WINDOW_OWNER) if spec.until_stopped else None
             if holder is not None:
-                return self._report(
-                    wire.TraceEvent(
-                        trace_id=command.trace_id,
-                        phase=TracePhase.FAILED,
-                        error=f"refused: {holder} runs in this process (one profiler at a time)",
-                    )
+                return self._refuse(
+                    command.trace_id, f"refused: {holder} runs in this process (one profiler at a time)"
                 )
             self._seen.append(command.trace_id)
             self.session = TraceSession(spec, self._counter, self._report, self._done, self._recorder_factory)
@@ -375,11 +361,10 @@ class Tracer:
         if session is not None and session.spec.trace_id == trace_id:
             return session.request_stop()
         if trace_id not in self._seen:
-            self._report(
-                wire.TraceEvent(
-                    trace_id=trace_id, phase=TracePhase.FAILED, error="no such window runs in this process"
-                )
-            )
+            self._refuse(trace_id, "no such window runs in this process")
+
+    def _refuse(self, trace_id: str, error: str) -> None:
+        self._report(wire.TraceEvent(trace_id=trace_id, phase=TracePhase.FAILED, error=error))
 
     def state(self) -> Tuple[str, str]:
         """(trace id, phase) for the heartbeat; ("", "") when idle."""
