@@ -12,6 +12,7 @@ methods return ``self``; ``event``, ``span_start``/``span_end``, ``launch``, ``l
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
@@ -52,6 +53,11 @@ def attach(recording: Optional[Recording]) -> None:
     """The switch's on (a recording) and off (None)."""
     global _active
     _active = recording
+
+
+# A forked child (a worker started with fork) inherits the recording but not the store's thread: it must
+# not queue rows nobody writes.
+os.register_at_fork(after_in_child=lambda: attach(None))
 
 
 def prof_step() -> None:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import time
 from typing import NamedTuple
+
+log = logging.getLogger("msmonitor_plugin")
 
 
 class Decision(NamedTuple):
@@ -18,6 +21,17 @@ class Decision(NamedTuple):
 
 
 def decide(config_path: str) -> Decision:
+    """The service's folder; where the config's folder is not writable, this process decides alone."""
+    try:
+        return _decide(config_path)
+    except OSError as exc:
+        log.warning(
+            "service profiler: cannot share the dated folder through %s.session: %s", config_path, exc
+        )
+        return Decision(time.strftime("%m%d-%H%M"), True)
+
+
+def _decide(config_path: str) -> Decision:
     session, lock = config_path + ".session", config_path + ".lock"
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)

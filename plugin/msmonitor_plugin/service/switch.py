@@ -96,7 +96,7 @@ class ServiceSwitch:
         dated = os.path.join(cfg.prof_dir, self._decision.folder)
         try:
             self._store = ServiceStore(os.path.join(dated, "Trace_Service"))
-        except (OSError, Exception) as exc:  # sqlite3.Error too: the service never sees it
+        except Exception as exc:  # OSError, sqlite3.Error: the service never sees it
             log.warning("service profiler: cannot record into %s: %s; enable ignored", dated, exc)
             return
         self._config, self._since, self._steps = cfg, time.time(), 0
