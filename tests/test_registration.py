@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 
 import pytest
 
 from dynolog.registry import inner_pid
-from harness import Daemon, Workload, wait_until
+from harness import BIN, Daemon, Workload, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -112,3 +114,26 @@ def test_a_process_in_its_own_pid_namespace_is_targeted_by_either_pid(daemon, tm
 def test_the_inner_pid_is_the_kernels_word_not_the_claim():
     assert inner_pid(os.getpid(), claimed=12345) == os.getpid()  # NSpid's innermost entry
     assert inner_pid(2**30, claimed=7) == 7  # nothing in /proc: the claim stands
+
+
+def test_the_daemon_and_dyno_never_register_themselves(tmp_path, start_workload):
+    """msMonitor's README has users export MSMONITOR_USE_DAEMON=1 in the shell that starts both."""
+    daemon = Daemon(tmp_path / "daemon")
+    shell = {"MSMONITOR_USE_DAEMON": "1", **daemon.client_env()}  # the daemon could reach itself
+    daemon.env = shell
+    try:
+        daemon.start()
+        job = start_workload("idle.py", shell)
+        wait_until(lambda: daemon.process(job.pid), what="the job to register")
+        listed = subprocess.run(
+            [str(BIN / "dyno"), "--port", str(daemon.port), "--json", "processes"],
+            env={**os.environ, **shell},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert [p["pid"] for p in json.loads(listed.stdout)] == [job.pid], (
+            "only the job: not dynolog, not dyno"
+        )
+    finally:
+        daemon.cleanup()
