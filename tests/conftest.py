@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 
@@ -41,3 +42,19 @@ def start_workload() -> Iterator[Callable[..., Workload]]:
     yield start
     for workload in started:
         workload.stop()
+
+
+# Tests CI may skip, each with the reason; any other skip fails a CI run, since a skip can hide a failure.
+EXPECTED_SKIPS: Dict[str, str] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not os.environ.get("CI"):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = [r.nodeid for r in reporter.stats.get("skipped", []) if r.nodeid not in EXPECTED_SKIPS]
+    if skipped:
+        reporter.write_line(f"CI: {len(skipped)} unexpected skip(s), each may hide a failure:", red=True)
+        for nodeid in skipped:
+            reporter.write_line(f"  {nodeid}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

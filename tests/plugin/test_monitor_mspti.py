@@ -43,6 +43,8 @@ def setUpModule():
     try:
         LIB = fake_mspti_build.shared_library()
     except fake_mspti_build.NoCompiler as exc:
+        if os.environ.get("CI"):  # CI has a compiler: a skip there would hide these tests failing
+            raise
         raise unittest.SkipTest(str(exc)) from None
 
 
