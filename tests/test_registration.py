@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 
 import pytest
 
 from dynolog.registry import inner_pid
-from harness import BIN, Daemon, Workload, wait_until
+from harness import BIN, Daemon, Workload, read_line_until, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -44,13 +45,47 @@ def test_a_process_that_exits_leaves_at_once(daemon, start_workload):
     wait_until(lambda: daemon.process(job.pid) is None, timeout=5, what="the goodbye to remove it")
 
 
-def test_a_killed_process_is_forgotten_after_the_keepalive(start_daemon, start_workload):
-    daemon = start_daemon("--process-keepalive-s", "1")
+def test_the_goodbye_alone_removes_a_process(daemon, start_workload):
+    """The process stays alive and the keep-alive is 60 s: only its goodbye can remove it."""
+    job = start_workload("idle.py", plugin_env(daemon), "--leave")
+    wait_until(lambda: daemon.process(job.pid), what="registration")
+    assert job.proc is not None and job.proc.stdin is not None
+    job.proc.stdin.write("leave\n")
+    job.proc.stdin.flush()
+    read_line_until(job.proc, "left")
+    wait_until(lambda: daemon.process(job.pid) is None, timeout=10, what="the goodbye to remove it")
+    assert job.proc.poll() is None, "still running"
+
+
+def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start_daemon, start_workload):
+    keepalive = 3.0  # the plugin heartbeats every second; the daemon sweeps every 0.75 s
+    daemon = start_daemon("--process-keepalive-s", str(keepalive))
     job = start_workload("idle.py", plugin_env(daemon))
     wait_until(lambda: daemon.process(job.pid), what="registration")
-    job.kill()
-    wait_until(lambda: daemon.process(job.pid) is None, timeout=10, what="expiry after the keep-alive")
-    assert "forgot process" in daemon.log_file.read_text()
+    assert job.proc is not None
+    job.proc.send_signal(signal.SIGSTOP)  # alive in /proc, silent: only the keep-alive can expire it
+    try:
+        silent = []  # how long the daemon had not heard from it, each time it was still listed
+
+        def forgotten() -> bool:
+            process = daemon.process(job.pid)
+            if process is not None:
+                silent.append(process["last_seen_s"])
+            return process is None
+
+        wait_until(forgotten, timeout=15, what="expiry after the keep-alive")
+        assert max(silent) >= keepalive - 1.0, f"forgotten after only {max(silent):.1f} s of silence"
+        assert "forgot process" in daemon.log_file.read_text()
+    finally:
+        job.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_killed_process_is_forgotten(start_daemon, start_workload):
+    daemon = start_daemon("--process-keepalive-s", "60")
+    job = start_workload("idle.py", plugin_env(daemon))
+    wait_until(lambda: daemon.process(job.pid), what="registration")
+    job.kill()  # no goodbye: its /proc entry is gone, which the sweep notices
+    wait_until(lambda: daemon.process(job.pid) is None, timeout=15, what="the sweep to notice")
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
