@@ -70,6 +70,9 @@ def test_nputrace_records_exactly_the_requested_steps_with_analysis(daemon, star
         "--log-file",
         str(tmp_path),
         "--analyse",
+        "--profiler-level",
+        "Level1",
+        "--l2-cache",
         "--wait",
         "--wait-timeout",
         "120",
@@ -91,6 +94,8 @@ def test_nputrace_records_exactly_the_requested_steps_with_analysis(daemon, star
     assert sorted(process["files"]) == sorted(str(p) for p in trace_dir.iterdir())
     assert profiler_steps(trace_file) == [start, start + 1, start + 2]
     assert any("NPU activities unavailable" in w for w in process["warnings"])
+    # Ascend-only options torch.profiler cannot apply are named; those left at their defaults are not.
+    assert any(w.endswith(": --l2-cache=true, --profiler-level=Level1") for w in process["warnings"]), process
 
     summary = json.loads((trace_dir / "summary.json").read_text())
     durations = {

@@ -23,6 +23,7 @@ from .output import as_dict, print_json, rank_text, table
 from .target import Target
 
 NOT_TAKEN = "no process took the command"
+_NO_MATCH = (pb.REASON_NO_PROCESS_MATCHED, pb.REASON_NO_PROCESS_REGISTERED)
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
 TraceRequest = TypeVar("TraceRequest", pb.NpuTraceRequest, pb.GpuTraceRequest)
 
@@ -33,9 +34,11 @@ def start_trace(
     request: TraceRequest,
     errors: Callable[[TraceRequest], List[validate.FieldError]],
     rpc: Callable[[Any], Callable[..., pb.CommandResponse]],
+    no_match_ok: bool = False,
 ) -> None:
     """Check and send a trace request (``rpc`` picks the stub's method), print the answer, and with
-    ``--wait`` follow the trace until every process wrote its files."""
+    ``--wait`` follow the trace until every process wrote its files. *no_match_ok*: no process matched
+    (or none registered) is not a failure, as dynolog's gputrace without ``--fail-on-no-process``."""
     request.log_file = absolute_log_file(target, request.log_file)
     check(errors(request))
     with connect(target) as stub:
@@ -52,7 +55,7 @@ def start_trace(
         print_json(command_json(response, info))
     elif info is not None:
         print_trace(info)
-    if not taken:
+    if not taken and not (no_match_ok and response.reason in _NO_MATCH):
         raise CliError(NOT_TAKEN)
     if info is not None and not _all_finished(info):
         raise CliError(f"trace {info.trace_id}: not every process finished it")

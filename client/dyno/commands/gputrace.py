@@ -41,7 +41,7 @@ FLAGS = (
         None,
         bool,
         False,
-        "accepted for dynolog scripts (nothing matched always exits 1)",
+        "exit 1 when no process matched (without it, as dynolog: the answer says so and dyno exits 0)",
     ),
     Flag("--wait", None, bool, False, "wait until every triggered process wrote its file"),
     WAIT_TIMEOUT,
@@ -60,7 +60,14 @@ def run(target: Target, args: Namespace) -> None:
 
     request = fill(pb.GpuTraceRequest(), FLAGS, args)
     request.iterations = max(request.iterations, 0)  # dynolog's -1, "not given", is 0 on the wire
-    requests.start_trace(target, args, request, validate.gpu_trace, lambda stub: stub.GpuTrace)
+    requests.start_trace(
+        target,
+        args,
+        request,
+        validate.gpu_trace,
+        lambda stub: stub.GpuTrace,
+        no_match_ok=not args.fail_on_no_process,
+    )
 
 
 COMMAND = Command("gputrace", run, FLAGS)

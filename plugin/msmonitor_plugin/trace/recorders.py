@@ -13,6 +13,7 @@ import socket
 import time
 from typing import Any, List
 
+from .. import configtext
 from ..identity import imported
 from ..vocabulary import CommandKind, timestamp
 from . import prof
@@ -55,15 +56,38 @@ class Recorder:
 
     def _unhonoured(self, names: List[str], why: str) -> None:
         """Name the msprof options this backend cannot record, never drop them silently."""
-        options = [_msprof_flag(k, self.spec.msprof[k]) for k in sorted(self.spec.msprof) if k in names]
+        self._name_unhonoured(
+            [_flag(k, self.spec.msprof[k], "MSPROF_", "on") for k in sorted(self.spec.msprof) if k in names],
+            why,
+        )
+
+    def _name_unhonoured(self, options: List[str], why: str) -> None:
         if options:
             self.warnings.append(f"not honoured ({why}): {', '.join(options)}")
 
 
-def _msprof_flag(key: str, value: str) -> str:
-    """``MSPROF_TASK_TIME`` = ``l1`` as msprof spells it: ``--task-time=l1`` (switches as ``=on``)."""
-    flag = "--" + key[len("MSPROF_") :].lower().replace("_", "-")
-    return f"{flag}={'on' if value == 'true' else value}"
+def _flag(key: str, value: str, prefix: str, true: str) -> str:
+    """A config key as the CLI spells it: ``MSPROF_TASK_TIME`` = ``l1`` → ``--task-time=l1``; switches
+    that are set as ``=on`` (msprof) or ``=true``."""
+    flag = "--" + key[len(prefix) :].lower().replace("_", "-")
+    return f"{flag}={true if value == 'true' else value}"
+
+
+# nputrace's keys torch.profiler has no use for: named when they differ from their defaults.
+_NPU_ONLY = {
+    key.name: key for key in configtext.NPUTRACE if key.name not in ("PROFILE_IS_RANK", "PROFILE_RANK_LIST")
+}
+
+
+def _npu_only(spec: TraceSpec) -> List[str]:
+    """nputrace options given with a value other than the default, that torch.profiler cannot apply."""
+    given = {k: v for k, v in spec.npu.items() if k in _NPU_ONLY}
+    values = configtext.read(configtext.NPUTRACE, given)
+    return [
+        _flag(k, given[k], "PROFILE_", "true")
+        for k in sorted(given)
+        if values[k] != _NPU_ONLY[k].default and given[k] != "None"  # msMonitor's "None": not given
+    ]
 
 
 def recorder_for(spec: TraceSpec) -> Recorder:
@@ -96,6 +120,9 @@ class TorchRecorder(Recorder):
         if not activities:
             raise RecorderError(f"nothing to record: {','.join(spec.activities)} unavailable in this process")
         self._unhonoured(list(spec.msprof), "torch.profiler records no Ascend data; they need torch_npu")
+        self._name_unhonoured(
+            _npu_only(spec), "Ascend options of torch_npu's profiler; this is torch.profiler"
+        )
         # A schedule that always records makes torch mark each step as ProfilerStep#<n>.
         self._profile = profile(
             activities=activities,
