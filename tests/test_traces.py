@@ -11,7 +11,7 @@ import pytest
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import Daemon, wait_until
+from harness import Daemon, Workload, wait_until
 from msmonitor_plugin import wire
 
 pytestmark = pytest.mark.torch
@@ -318,3 +318,26 @@ def test_the_daemon_validates_too(daemon):
             )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "--log-file: must be an absolute path on the traced node" in caught.value.details()
+
+
+def test_a_full_filesystem_fails_the_trace_saying_so_and_the_job_trains_on(daemon, tmp_path):
+    """The trace folder is a 64 KiB tmpfs in the job's own mount namespace: the trace cannot fit."""
+    full = tmp_path / "full"
+    full.mkdir()
+    mount = 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"'
+    job = Workload(
+        "train.py",
+        {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1"},
+        launcher=["unshare", "--mount", "--", "sh", "-c", mount, str(full)],
+    )
+    try:
+        job.start()
+        wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
+        reply = daemon.dyno_json("nputrace", "--iterations", "20", "--log-file", str(full), "--wait")
+        process = reply["trace"]["processes"][0]
+        assert process["phase"] == "TRACE_PHASE_FAILED"
+        assert "no space left on device" in process["error"], process["error"]
+        before = step_of(daemon, job.pid)
+        wait_until(lambda: step_of(daemon, job.pid) > before, what="the job to train on")
+    finally:
+        job.stop()

@@ -7,6 +7,7 @@ imported itself.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import socket
@@ -166,11 +167,26 @@ class TorchRecorder(Recorder):
         os.makedirs(self._dir, exist_ok=True)
         partial = self._file + ".tmp"
         self._profile.export_chrome_trace(partial)
+        if not os.path.exists(partial):  # Kineto logs a failed write and returns as if it had written
+            with contextlib.suppress(OSError):
+                os.unlink(partial + ".tmp")  # the half file Kineto left: give the space back
+            raise RecorderError(f"torch.profiler could not write {self._file}: {_why_unwritten(self._dir)}")
         os.replace(partial, self._file)  # watchers never see a half-written trace
         files = [self._file]
         if self.spec.analyse:
             files += analyse_file(self._file, self._dir)
         return files
+
+
+def _why_unwritten(folder: str) -> str:
+    try:
+        st = os.statvfs(folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    free = st.f_bavail * st.f_frsize
+    if free < 1 << 20:
+        return f"no space left on device ({free // 1024} KiB free in {folder})"
+    return "the export failed (torch.profiler's own log says why)"
 
 
 class NpuRecorder(Recorder):
