@@ -30,6 +30,7 @@ from .vocabulary import CommandKind, MonitorState, msmonitor_socket_dir
 log = logging.getLogger("msmonitor_plugin")
 
 POLL_WAIT_S = 0.05  # msMonitor waits 5 x 10 ms for the reply; so do the frameworks' callers
+POLL_INTERVAL_S = 0.1  # at most ten polls a second, however fast the caller loops
 MSMONITOR_CAPABILITIES = ["msmonitor", CommandKind.NPUTRACE.value, CommandKind.NPUMONITOR.value]
 _UNINITIALIZED = -1
 
@@ -87,11 +88,13 @@ class PyDynamicMonitorProxy:
                 instance._own_monitor = None
                 instance._npu_id = -1
                 instance._lock = threading.Lock()
+                instance._last_poll = 0.0  # monotonic
                 cls._instance = instance
             return cls._instance
 
     _channel: Optional[_Channel]
     _own_monitor: Optional[MonitorHandler]
+    _last_poll: float
     _npu_id: int
     _lock: threading.Lock
 
@@ -112,7 +115,17 @@ class PyDynamicMonitorProxy:
             return True
 
     def poll_dyno(self) -> str:
-        """The daemon's pending ``KEY=VALUE`` config for this process, or ``""`` (within ~50 ms)."""
+        """The daemon's pending ``KEY=VALUE`` config for this process, or ``""`` (within ~50 ms).
+
+        Paced: a call sooner than :data:`POLL_INTERVAL_S` after the previous one first waits for the rest
+        of it. MindSpore's monitor helper polls again at once after an empty answer; msMonitor's own
+        daemon answered slowly enough to hide that, this one answers in microseconds, and the helper
+        burned 70 % of a core doing nothing.
+        """
+        wait = self._last_poll + POLL_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self._last_poll = time.monotonic()
         with self._lock:
             channel = self._channel
             if channel is None:

@@ -4,13 +4,14 @@ import json
 import os
 import socket
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
 
 from IPCMonitor import PyDynamicMonitorProxy
 from msmonitor_plugin import wire
-from msmonitor_plugin.msmonitor_proxy import POLL_WAIT_S
+from msmonitor_plugin.msmonitor_proxy import POLL_INTERVAL_S, POLL_WAIT_S
 
 
 class ProxyTest(unittest.TestCase):
@@ -66,6 +67,29 @@ class ProxyTest(unittest.TestCase):
         begin = time.monotonic()
         self.assertEqual(self.proxy.poll_dyno(), "")
         self.assertLess(time.monotonic() - begin, POLL_WAIT_S + 0.5)
+
+    def test_a_caller_that_polls_again_at_once_is_paced(self):
+        """MindSpore's helper loops on poll_dyno without sleeping: each answer comes at once, empty."""
+        self.proxy.init_dyno(0)
+        self.receive(wire.CTXT)
+        stop = threading.Event()
+
+        def answer_every_req():  # as this project's daemon does: at once
+            while not stop.is_set():
+                try:
+                    _, address = self.receive(wire.REQ)
+                except socket.timeout:
+                    return
+                self.daemon.sendto(wire.encode(wire.REQ, b""), address)
+
+        daemon = threading.Thread(target=answer_every_req, daemon=True)
+        daemon.start()
+        self.addCleanup(stop.set)
+        begin = time.monotonic()
+        polls = 20
+        for _ in range(polls):
+            self.assertEqual(self.proxy.poll_dyno(), "")
+        self.assertGreaterEqual(time.monotonic() - begin, (polls - 1) * POLL_INTERVAL_S)
 
     def test_no_daemon_at_all_is_not_an_error(self):
         self.daemon.close()
