@@ -6,7 +6,10 @@ IPCMonitor.PyDynamicMonitorProxy; the test checks what `dyno` sees at each point
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Dict
 
@@ -121,3 +124,22 @@ def test_framework_npu_monitor_runs_in_the_training_process(daemon, start_worklo
         lambda: (daemon.process(job.pid) or {}).get("monitor_state") == "MONITOR_STATE_IDLE",
         what="the monitor to stop",
     )
+
+
+def test_a_helper_whose_training_process_was_killed_is_forgotten(daemon, start_workload):
+    """Schedulers kill the job; the framework's forked helper polls on, and must not be a job process."""
+    job = start_workload("framework_dyno.py", framework_env(daemon), "mindspore")
+    helper = wait_until(lambda: helper_of(daemon, job.pid), what="the helper to register")
+    try:
+        job.kill()
+        wait_until(lambda: daemon.process(helper["pid"]) is None, what="the helper to be forgotten")
+        assert os.path.exists(f"/proc/{helper['host_pid']}"), "the helper still runs, and still polls"
+        status = daemon.dyno_json("status")
+        wait_until(
+            lambda: daemon.dyno_json("status")["ipc"]["rejected_senders"] > status["ipc"]["rejected_senders"],
+            what="its polls to be refused",
+        )
+        assert daemon.process(helper["pid"]) is None, "it did not register again"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper["host_pid"], signal.SIGKILL)

@@ -55,7 +55,7 @@ class IpcDispatcher:
         self.endpoints.clear()
 
     def dispatch(self, endpoint: IpcEndpoint, data: bytes, sender: Sender) -> None:
-        if sender.uid not in self._allowed_uids:
+        if sender.uid not in self._allowed_uids or self.node.registry.is_orphan(sender.pid):
             self.counters.rejected_senders += 1
             return
         try:

@@ -40,6 +40,7 @@ class ProcessRecord:
     uid: int
     ancestors: Tuple[int, ...] = ()  # as the process sees them
     host_ancestors: Tuple[int, ...] = ()  # as the daemon sees them: they differ inside a container
+    parent_job: int = 0  # the registered process that forked this one, when it registered (a helper's job)
     job_id: int = 0
     rank: int = -1
     local_rank: int = -1
@@ -84,6 +85,13 @@ class ProcessRecord:
 _PULL_CLIENTS = {CommandKind.NPUTRACE: ClientKind.MSMONITOR, CommandKind.GPUTRACE: ClientKind.KINETO}
 
 
+def _orphaned(record: ProcessRecord) -> bool:
+    """A framework's monitor helper (forked by a registered job process, talking msMonitor's contract)
+    whose job has exited: schedulers kill the job, and the helper would poll on for ever."""
+    job = record.parent_job
+    return bool(job) and ClientKind.MSMONITOR in record.clients and not os.path.exists(f"/proc/{job}")
+
+
 def inner_pid(host_pid: int, claimed: int) -> int:
     """The pid the process has in its own (innermost) pid namespace, from the kernel's NSpid line.
 
@@ -108,6 +116,8 @@ class Registry:
         self._contexts: Dict[Tuple[int, int], Set[int]] = {}
         # Set, then replaced, whenever a process registers or changes its backend (imports a framework).
         self.changed = asyncio.Event()
+        # Framework helpers whose training process is gone, still polling: heard no more (while alive).
+        self._orphans: Set[int] = set()
 
     def __len__(self) -> int:
         return len(self._by_pid)
@@ -123,11 +133,13 @@ class Registry:
     ) -> ProcessRecord:
         record = self._by_pid.get(host_pid)
         if record is None:
+            ancestors = tuple(identity.ancestors(host_pid))
             record = self._by_pid[host_pid] = ProcessRecord(
                 host_pid=host_pid,
                 pid=inner_pid(host_pid, pid),
                 uid=uid,
-                host_ancestors=tuple(identity.ancestors(host_pid)),
+                host_ancestors=ancestors,
+                parent_job=ancestors[0] if ancestors and ancestors[0] in self._by_pid else 0,
             )
             self._announce()
         record.clients.add(kind)
@@ -218,16 +230,26 @@ class Registry:
             self._forget(host_pid)
 
     def expire(self, now: Optional[float] = None) -> List[ProcessRecord]:
-        """Forget processes that exited or were not heard from within the keep-alive; returns them."""
+        """Forget processes that exited, were not heard from within the keep-alive, or are a framework's
+        helper whose training process is gone; returns them."""
         now = time.monotonic() if now is None else now
+        self._orphans = {pid for pid in self._orphans if os.path.exists(f"/proc/{pid}")}
         stale = [
             r
             for r in self._by_pid.values()
-            if now - r.last_seen > self.keepalive_s or not os.path.exists(f"/proc/{r.host_pid}")
+            if now - r.last_seen > self.keepalive_s
+            or not os.path.exists(f"/proc/{r.host_pid}")
+            or _orphaned(r)
         ]
         for record in stale:
+            if _orphaned(record):
+                self._orphans.add(record.host_pid)
             self._forget(record.host_pid)
         return stale
+
+    def is_orphan(self, host_pid: int) -> bool:
+        """A helper left polling by a killed job: not a job process, whatever it sends."""
+        return host_pid in self._orphans
 
     def _announce(self) -> None:
         self.changed.set()
