@@ -52,6 +52,7 @@ def test_status_readable_and_json(daemon: Daemon):
     text = daemon.dyno("status", check=True).stdout
     assert text.startswith("dynolog ")
     assert f"ipc:        {daemon.socket_dir}/dynolog, " in text
+    assert "  dropped:    nothing\n" in text
     status = daemon.dyno_json("status")
     assert status["ipc_enabled"] is True
     assert status["ipc_addresses"] == [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from dynolog.sinks import ProcessLabels, Sinks
+from dynolog.drops import Drops
+from dynolog.sinks import ProcessLabels, Sinks, SinkWorker
 from dynolog.sinks.jsonl import JsonlSink, beside
 from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink
@@ -160,6 +162,10 @@ def test_prometheus_page_parses_with_prometheus_client(
     assert any(s.labels["name"].startswith("fake_domain/Marker_") for s in top)
     prometheus.forget(other)
     assert not any(s.labels["rank"] == "pid99" for s in scrape(prometheus.port)["msmonitor_records"])
+    # The daemon's own drops, by where, read when scraped.
+    prometheus.daemon_drops = lambda: {"sink_queue": 3, "watch_queue": 0}
+    dropped = {s.labels["where"]: s.value for s in scrape(prometheus.port)["dynolog_dropped"]}
+    assert dropped == {"sink_queue": 3.0, "watch_queue": 0.0}
 
 
 def test_jsonl_beside_the_daemon_log_rotates(tmp_path: Path, reports: List[Report]) -> None:
@@ -192,3 +198,28 @@ def test_one_failing_sink_does_not_stop_the_others(tmp_path: Path, reports: List
     sinks.close()
     assert sinks.errors == {"Broken": 1}
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 1
+
+
+def test_reports_the_sinks_cannot_take_are_dropped_and_counted_where():
+    """The sinks' thread is stuck in a slow sink: the queue keeps the newest, the rest are counted."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Stuck:
+        def emit(self, process: ProcessLabels, report: Report) -> None:
+            entered.set()
+            release.wait(10)
+
+        def close(self) -> None:
+            pass
+
+    drops = Drops()
+    worker = SinkWorker(Sinks([Stuck()]), drops, capacity=2)
+    labels = ProcessLabels("h", "1", 0, 7)
+    report = Report(0, 7, "torch", 0, 1, 1)
+    worker.emit(labels, report)
+    assert entered.wait(10)
+    for _ in range(4):
+        worker.emit(labels, report)
+    assert drops.snapshot() == {"sink_queue": 2}
+    release.set()
+    worker.close()

@@ -18,6 +18,7 @@ from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import ChunkAssembler, KindStat, NameStat, Report, ReportError
 
 from . import targeting
+from .drops import Drops
 from .registry import ProcessRecord, Registry
 from .sinks import ProcessLabels, Sinks, SinkWorker
 
@@ -31,14 +32,16 @@ def labels_of(record: ProcessRecord, hostname: str) -> ProcessLabels:
 
 
 class Metrics:
-    def __init__(self, registry: Registry, sinks: Optional[Sinks] = None) -> None:
+    def __init__(self, registry: Registry, drops: Drops, sinks: Optional[Sinks] = None) -> None:
         self.registry = registry
-        self._sinks = SinkWorker(sinks or Sinks([]))
+        self._drops = drops
+        self._sinks = SinkWorker(sinks or Sinks([]), drops)
         self._hostname = socket.gethostname()
         # host pid -> its latest report, converted for gRPC only when someone watches
         self._latest: Dict[int, Tuple[ProcessRecord, Report]] = {}
         self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
         self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
+        drops.source(lambda: {"partial_reports": sum(a.incomplete for a in self._assemblers.values())})
 
     # --- what processes tell us -----------------------------------------------------------------
 
@@ -99,6 +102,7 @@ class Metrics:
             for queue in list(self._watchers):
                 if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
                     queue.get_nowait()
+                    self._drops.add("watch_queue")
                 queue.put_nowait(message)
         self._sinks.emit(labels_of(record, self._hostname), report)
 

@@ -10,6 +10,7 @@ from .clients.msmonitor import MsMonitorClient
 from .clients.plugin import PluginClient
 from .commands import CommandPipeline
 from .delivery import Delivery
+from .drops import Drops
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
 from .kinds.gputrace import GpuTrace
 from .kinds.npumonitor import NpuMonitor
@@ -33,6 +34,7 @@ class Node:
     kineto: KinetoClient
     msmonitor: MsMonitorClient
     metrics: Metrics
+    drops: Drops
     holds: Holds
     dynamic_attach: DynamicAttach
     dynamic_window: DynamicWindow
@@ -42,6 +44,7 @@ class Node:
     @classmethod
     def build(cls, keepalive_s: float, sinks: Optional[Sinks] = None) -> Node:
         registry, traces, delivery, holds = Registry(keepalive_s), TraceStore(), Delivery(), Holds()
+        drops = Drops()
         return cls(
             registry=registry,
             traces=traces,
@@ -53,7 +56,8 @@ class Node:
             plugin=PluginClient(traces, delivery),
             kineto=KinetoClient(traces),
             msmonitor=MsMonitorClient(registry, traces),
-            metrics=Metrics(registry, sinks),
+            metrics=Metrics(registry, drops, sinks),
+            drops=drops,
             holds=holds,
             dynamic_attach=DynamicAttach(holds),
             dynamic_window=DynamicWindow(traces, delivery, holds),

@@ -71,7 +71,11 @@ class Daemon:
         config = self.config
         tls = self._check_transport()
         if config.enable_ipc_monitor:
-            self.node = Node.build(config.process_keepalive_s, self._sinks())
+            sinks = self._sinks()
+            self.node = Node.build(config.process_keepalive_s, sinks)
+            for sink in sinks.sinks:
+                if isinstance(sink, PrometheusSink):
+                    sink.daemon_drops = self.node.drops.snapshot
             self.ipc = IpcDispatcher(self.node, config.ipc_allowed_uids)
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())

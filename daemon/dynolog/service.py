@@ -60,6 +60,8 @@ class DynologService(pb_grpc.DynologServicer):
             tls=self._tls,
             msmonitor=msmonitor_status(records),
         )
+        if self._node is not None:
+            response.dropped.update(self._node.drops.snapshot())
         if self._ipc is not None:
             response.ipc_addresses.extend(e.describe() for e in self._ipc.endpoints)
             c = self._ipc.counters

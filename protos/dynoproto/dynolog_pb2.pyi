@@ -121,7 +121,14 @@ class IpcCounters(_message.Message):
     def __init__(self, received: _Optional[int] = ..., replied: _Optional[int] = ..., malformed: _Optional[int] = ..., rejected_senders: _Optional[int] = ..., send_errors: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("hostname", "version", "pid", "uptime_s", "ipc_enabled", "ipc_addresses", "processes", "plugin_processes", "kineto_processes", "ipc", "tls", "msmonitor")
+    __slots__ = ("hostname", "version", "pid", "uptime_s", "ipc_enabled", "ipc_addresses", "processes", "plugin_processes", "kineto_processes", "ipc", "tls", "msmonitor", "dropped")
+    class DroppedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +141,7 @@ class GetStatusResponse(_message.Message):
     IPC_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
     MSMONITOR_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     version: str
     pid: int
@@ -146,7 +154,8 @@ class GetStatusResponse(_message.Message):
     ipc: IpcCounters
     tls: bool
     msmonitor: MsMonitorStatus
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: _Optional[bool] = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: _Optional[bool] = ..., msmonitor: _Optional[_Union[MsMonitorStatus, _Mapping]] = ...) -> None: ...
+    dropped: _containers.ScalarMap[str, int]
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: _Optional[bool] = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: _Optional[bool] = ..., msmonitor: _Optional[_Union[MsMonitorStatus, _Mapping]] = ..., dropped: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class MsMonitorStatus(_message.Message):
     __slots__ = ("nputrace", "npumonitor", "current_step", "start_step", "stop_step")

@@ -50,6 +50,8 @@ def _print(target: Target, status: pb.GetStatusResponse) -> None:
     m = status.msmonitor
     steps = f", steps {m.start_step}-{m.stop_step}" if m.start_step >= 0 else ""
     print(f"  nputrace:   {m.nputrace}{steps}; npumonitor: {m.npumonitor}; current step {m.current_step}")
+    dropped = ", ".join(f"{n} at {where}" for where, n in sorted(status.dropped.items()) if n) or "nothing"
+    print(f"  dropped:    {dropped}")
 
 
 def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import Callable, Dict, Optional, Protocol, Sequence
 
 from msmonitor_plugin.monitor.report import Report
 
+from ..drops import Drops
+
 log = logging.getLogger(__name__)
 
 
@@ -75,11 +77,12 @@ class Sinks:
 class SinkWorker:
     """The sinks, run on a thread of their own so that writing never delays the event loop (IPC and
     gRPC). Reports wait in a bounded queue; when the sinks fall behind, the oldest waiting report is
-    dropped and counted in :attr:`dropped`, never the daemon's time."""
+    dropped and counted (``sink_queue``), never the daemon's time."""
 
-    def __init__(self, sinks: Sinks, capacity: int = 1024) -> None:
+    def __init__(self, sinks: Sinks, drops: Drops, capacity: int = 1024) -> None:
         self.sinks = sinks
-        self.dropped = 0
+        self._drops = drops
+        drops.source(lambda: {f"sink_error:{name}": n for name, n in sinks.errors.items()})
         self._queue: queue.Queue[Optional[Callable[[], None]]] = queue.Queue(capacity)
         self._thread = threading.Thread(target=self._run, name="dynolog-sinks", daemon=True)
         self._thread.start()
@@ -104,7 +107,7 @@ class SinkWorker:
             except queue.Full:
                 with contextlib.suppress(queue.Empty):
                     self._queue.get_nowait()
-                    self.dropped += 1
+                    self._drops.add("sink_queue")
 
     def _run(self) -> None:
         while True:

@@ -17,6 +17,7 @@ metric                                     type     value
 ``msmonitor_top_records``                  gauge    + ``name``: its record count
 ``msmonitor_dropped_total``                counter  ``host, job, rank, reason``: records lost
 ``msmonitor_report_timestamp_seconds``     gauge    ``host, job, rank``: end of the last interval
+``dynolog_dropped_total``                  counter  ``where``: what the daemon itself dropped
 =========================================  =======  ==============================================
 
 Names are limited to the top N (default 10) of the last report to bound cardinality; marker names are
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -59,7 +60,15 @@ class _ReportCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         with self.sink._lock:
             processes = list(self.sink._processes.values())
-            return _families(processes, self.sink.top_n)
+        families = _families(processes, self.sink.top_n)
+        if self.sink.daemon_drops is not None:
+            dropped = CounterMetricFamily(
+                "dynolog_dropped", "What the daemon dropped, by where", labels=["where"]
+            )
+            for where, n in sorted(self.sink.daemon_drops().items()):
+                dropped.add_metric([where], n)
+            families.append(dropped)
+        return families
 
 
 def _families(processes: List[_Process], top_n: int) -> List[Metric]:
@@ -120,6 +129,7 @@ class PrometheusSink:
 
     def __init__(self, address: str = "127.0.0.1", port: Optional[int] = 9464, top_n: int = 10) -> None:
         self.top_n = top_n
+        self.daemon_drops: Optional[Callable[[], Dict[str, int]]] = None  # the daemon's own drop counts
         self.registry = CollectorRegistry(auto_describe=False)
         self._lock = threading.Lock()
         self._processes: Dict[Tuple[str, int], _Process] = {}
