@@ -103,7 +103,7 @@ def main() -> int:
             assert daemon.proc is not None
             plugin_env = {"MSMONITOR_USE_DAEMON": "1", **daemon.client_env()}
             for _ in range(PLUGIN_PROCESSES):
-                workloads.append(Workload("idle.py", plugin_env).start())
+                workloads.append(Workload("idle.py", plugin_env, ("--init",)).start())
             wait_until(
                 lambda: len(daemon.processes()) >= PLUGIN_PROCESSES, 30, "the plugin processes to register"
             )

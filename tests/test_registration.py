@@ -47,7 +47,7 @@ def test_a_process_that_exits_leaves_at_once(daemon, start_workload):
 
 def test_the_goodbye_alone_removes_a_process(daemon, start_workload):
     """The process stays alive and the keep-alive is 60 s: only its goodbye can remove it."""
-    job = start_workload("idle.py", plugin_env(daemon), "--leave")
+    job = start_workload("idle.py", plugin_env(daemon), "--init", "--leave")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     assert job.proc is not None and job.proc.stdin is not None
     job.proc.stdin.write("leave\n")
@@ -60,7 +60,7 @@ def test_the_goodbye_alone_removes_a_process(daemon, start_workload):
 def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start_daemon, start_workload):
     keepalive = 3.0  # the plugin heartbeats every second; the daemon sweeps every 0.75 s
     daemon = start_daemon("--process-keepalive-s", str(keepalive))
-    job = start_workload("idle.py", plugin_env(daemon))
+    job = start_workload("idle.py", plugin_env(daemon), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     assert job.proc is not None
     job.proc.send_signal(signal.SIGSTOP)  # alive in /proc, silent: only the keep-alive can expire it
@@ -82,14 +82,14 @@ def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start
 
 def test_a_killed_process_is_forgotten(start_daemon, start_workload):
     daemon = start_daemon("--process-keepalive-s", "60")
-    job = start_workload("idle.py", plugin_env(daemon))
+    job = start_workload("idle.py", plugin_env(daemon), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     job.kill()  # no goodbye: its /proc entry is gone, which the sweep notices
     wait_until(lambda: daemon.process(job.pid) is None, timeout=15, what="the sweep to notice")
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
-    job = start_workload("idle.py", plugin_env(daemon, RANK="5"))
+    job = start_workload("idle.py", plugin_env(daemon, RANK="5"), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     daemon.restart()  # the new daemon knows nobody: the plugin's next heartbeat must register it again
     process = wait_until(lambda: daemon.process(job.pid), timeout=15, what="re-registration")
@@ -158,7 +158,7 @@ def test_the_daemon_and_dyno_never_register_themselves(tmp_path, start_workload)
     daemon.env = shell
     try:
         daemon.start()
-        job = start_workload("idle.py", shell)
+        job = start_workload("idle.py", shell, "--init")
         wait_until(lambda: daemon.process(job.pid), what="the job to register")
         listed = subprocess.run(
             [str(BIN / "dyno"), "--port", str(daemon.port), "--json", "processes"],
@@ -172,3 +172,32 @@ def test_the_daemon_and_dyno_never_register_themselves(tmp_path, start_workload)
         )
     finally:
         daemon.cleanup()
+
+
+def test_only_processes_that_run_a_framework_or_call_init_register(daemon, start_workload):
+    """Every interpreter inherits MSMONITOR_USE_DAEMON: multiprocessing's resource tracker is no job."""
+    job = start_workload("train.py", plugin_env(daemon), "--resource-tracker")
+    wait_until(lambda: daemon.process(job.pid), what="the training process to register")
+    tracker = wait_until(lambda: _child_running(job.pid, "resource_tracker"), what="the resource tracker")
+    plain = start_workload("idle.py", plugin_env(daemon))  # a Python tool that imports no framework
+    explicit = start_workload("idle.py", plugin_env(daemon), "--init")
+    wait_until(lambda: daemon.process(explicit.pid), what="the explicit init to register")
+    registered = {p["pid"] for p in daemon.processes()}
+    assert registered == {job.pid, explicit.pid}, (registered, tracker, plain.pid)
+
+
+def _child_running(parent: int, needle: str) -> int:
+    """A child of *parent* whose command line contains *needle*, or 0."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and needle.encode() in cmdline:
+            return int(entry)
+    return 0

@@ -78,9 +78,9 @@ class ProxyTest(unittest.TestCase):
             while not stop.is_set():
                 try:
                     _, address = self.receive(wire.REQ)
-                except socket.timeout:
+                    self.daemon.sendto(wire.encode(wire.REQ, b""), address)
+                except OSError:  # a timeout, or the socket closed when the test ended
                     return
-                self.daemon.sendto(wire.encode(wire.REQ, b""), address)
 
         daemon = threading.Thread(target=answer_every_req, daemon=True)
         daemon.start()

@@ -22,6 +22,10 @@ import types
 FLAVOUR = sys.argv[1]
 # What the daemon sees in such a job: the framework's module is imported (this process plays its part).
 sys.modules.setdefault(FLAVOUR, types.ModuleType(FLAVOUR))
+# The .pth hook starts the plugin when a real framework's import finishes; this stand-in imports none.
+import msmonitor_plugin  # noqa: E402
+
+msmonitor_plugin.init()
 
 from IPCMonitor import PyDynamicMonitorProxy  # noqa: E402
 

@@ -20,7 +20,14 @@ parser.add_argument("--step-ms", type=float, default=20.0)
 parser.add_argument("--max-steps", type=int, default=1_000_000)
 parser.add_argument("--report-steps", metavar="FILE", help="write per-step times here on exit (JSON)")
 parser.add_argument("--ignore-stdin", action="store_true", help="run --max-steps; stdin is not the signal")
+parser.add_argument(
+    "--resource-tracker", action="store_true", help="start multiprocessing's resource tracker (a helper)"
+)
 args = parser.parse_args()
+if args.resource_tracker:  # as MindSpore does: a spawn-context semaphore starts the tracker process
+    import multiprocessing
+
+    tracked = multiprocessing.get_context("spawn").Lock()
 
 stop = threading.Event()
 if not args.ignore_stdin:
