@@ -1,8 +1,9 @@
 """msmonitor_plugin: the in-process agent of msMonitor.
 
 ``MSMONITOR_USE_DAEMON=1`` activates it (through an installed ``.pth`` hook) in each process that imports
-a framework — torch, torch_npu, MindSpore — when that import finishes; ``init()`` registers any process. ``step()`` marks a step boundary in loops that have no
-``torch.optim`` optimizer (custom loops, inference). Nothing here ever raises into the caller.
+a framework — torch, torch_npu, MindSpore — when that import finishes; ``init()`` registers any process.
+``step()`` marks a step boundary in loops that have no ``torch.optim`` optimizer (custom loops,
+inference). Nothing here ever raises into the caller.
 """
 
 from __future__ import annotations
