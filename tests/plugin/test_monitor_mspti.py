@@ -241,7 +241,10 @@ class MonitorOnFakeMsptiTest(unittest.TestCase):
             monitor.stop()
             monitor.apply(command(MSPTI_ACTIVITY_KIND="Kernel"))
             monitor.apply(command(NPU_MONITOR_START="false", MSPTI_ACTIVITY_KIND="API", TOP_N="2"))
-            time.sleep(0.2)
+            produced = ctypes.CDLL(LIB).fakeMsptiProduced
+            produced.restype = ctypes.c_uint64
+            after = produced()
+            wait_until(lambda: produced() >= after + 100)  # API records made since the reconfiguration
             monitor.stop()
         final = reports[-1]
         self.assertTrue(final.find(Kind.API))
