@@ -66,6 +66,7 @@ class FileWatch:
 
     def _run(self) -> None:
         name = os.path.basename(self.path).encode()
+        polled = False  # the last report came from the signature, before the edit's own event arrived
         while not self._stop.is_set():
             try:
                 if self._inotify is not None:
@@ -74,7 +75,11 @@ class FileWatch:
                     self._stop.wait(POLL_S)
                     edited = False
                 now = signature(self.path)
-                if edited or now != self._seen:
+                changed = now != self._seen
+                if edited and not changed and polled:
+                    edited = polled = False  # the event of the edit the signature already reported
+                if edited or changed:
+                    polled = changed and not edited
                     self._seen = now
                     self._on_change()
             except Exception:  # the thread must outlive anything: the service never notices
