@@ -14,6 +14,7 @@ import os
 import sys
 
 import msmonitor_plugin
+from msmonitor_plugin.imports import after_import
 
 OWN_TOOLS = ("dynolog", "dyno")
 FRAMEWORKS = ("torch", "torch_npu", "mindspore")
@@ -37,31 +38,12 @@ def program() -> str:
     return ""
 
 
-class _FrameworkImport:
-    """A meta path finder that starts the agent once the first framework's import has finished."""
-
-    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname not in FRAMEWORKS or self not in sys.meta_path:
-            return None
-        sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec(fullname)  # the finders after this one
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
-
-        def exec_then_start(module):  # type: ignore[no-untyped-def]
-            original_exec(module)
-            msmonitor_plugin.init()
-
-        loader.exec_module = exec_then_start
-        return spec
+def _start(framework: object) -> None:
+    msmonitor_plugin.init()
 
 
 if program() not in OWN_TOOLS:
     if os.environ.get("SERVICE_PROF_CONFIG_PATH") or any(name in sys.modules for name in FRAMEWORKS):
         msmonitor_plugin.init()
     else:
-        sys.meta_path.insert(0, _FrameworkImport())
+        after_import(FRAMEWORKS, _start)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import logging
 import sys
-from types import ModuleType
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable
 
+from .imports import after_import
 from .steps import StepCounter
 
 log = logging.getLogger("msmonitor_plugin")
@@ -20,11 +17,15 @@ def install(counter: StepCounter, on_hooked: Callable[[], None]) -> None:
 
     *on_hooked* runs once torch is hooked: the registration now has news (backend, versions).
     """
-    if "torch" in sys.modules:
+
+    def hook(_: object = None) -> None:
         _hook_optimizers(counter)
         on_hooked()
+
+    if "torch" in sys.modules:
+        hook()
     else:
-        sys.meta_path.insert(0, _TorchImportWatcher(counter, on_hooked))
+        after_import(("torch",), hook)
 
 
 def _hook_optimizers(counter: StepCounter) -> None:
@@ -38,32 +39,3 @@ def _hook_optimizers(counter: StepCounter) -> None:
         counter.optimizer_stepped(optimizer)
 
     register_optimizer_step_post_hook(on_optimizer_step)
-
-
-class _TorchImportWatcher(importlib.abc.MetaPathFinder):
-    """Waits for ``import torch`` to finish, hooks the optimizer, then leaves ``sys.meta_path``."""
-
-    def __init__(self, counter: StepCounter, on_hooked: Callable[[], None]) -> None:
-        self._counter = counter
-        self._on_hooked = on_hooked
-
-    def find_spec(
-        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
-    ) -> Optional[importlib.machinery.ModuleSpec]:
-        if fullname != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)  # the finders after this one
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
-        counter, on_hooked = self._counter, self._on_hooked
-
-        def exec_then_hook(module: ModuleType) -> None:
-            original_exec(module)
-            _hook_optimizers(counter)
-            on_hooked()
-
-        loader.exec_module = exec_then_hook  # type: ignore[method-assign]
-        return spec
