@@ -86,7 +86,7 @@ def receive_from(sock: socket.socket, expected: Address) -> Optional[bytes]:
     creds = credentials(ancdata)
     if creds is None or creds[1] not in (os.getuid(), 0) or flags & socket.MSG_TRUNC:
         return None
-    if _normal(sender) != _normal(expected):
+    if not sender or _normal(sender) != _normal(expected):  # an unbound sender has no address (None)
         return None
     return data
 

@@ -1,5 +1,7 @@
 """Golden bytes for every IPC message type, and the decoder's refusals (runs on Python 3.8 too)."""
 
+import os
+import socket
 import struct
 import unittest
 
@@ -123,3 +125,15 @@ class Refusals(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Senders(unittest.TestCase):
+    def test_a_datagram_from_an_unbound_socket_is_dropped_not_an_error(self):
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(receiver.close)
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        receiver.bind(b"\0msmonitor-test-" + str(os.getpid()).encode())
+        unbound = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(unbound.close)
+        unbound.sendto(b"x" * 40, receiver.getsockname())
+        self.assertIsNone(wire.receive_from(receiver, b"\0dynolog"))
