@@ -207,3 +207,23 @@ def test_a_failed_start_leaves_no_socket_behind(daemon: Daemon, tmp_path: Path):
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{daemon.port}" in result.stderr
     assert list(sockets.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        (
+            "--log-file",
+            "dynolog: cannot write the log file {file}/dynolog.log: {file} is a file, not a folder",
+        ),
+        ("--metric-log-dir", "dynolog: cannot open a metric sink: {file} is a file, not a folder"),
+    ],
+)
+def test_a_folder_it_cannot_write_stops_the_start_saying_why(tmp_path: Path, flag: str, message: str):
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    value = in_the_way / ("dynolog.log" if flag == "--log-file" else "tb")
+    daemon = Daemon(tmp_path / "daemon", [flag, str(value)])  # after the harness's own --log-file: wins
+    result = subprocess.run(daemon.command(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert message.format(file=in_the_way) in result.stderr, result.stderr

@@ -7,12 +7,14 @@ import logging.handlers
 import sys
 from pathlib import Path
 
+from .paths import writable_folder
+
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def configure(log_file: Path, level: str) -> Path:
     """Set up logging; returns the file actually used. Raises OSError naming the file if it is unusable."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    writable_folder(log_file.parent)
     handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=10 * 1024 * 1024, backupCount=5)
     handler.setFormatter(logging.Formatter(_FORMAT))
     root = logging.getLogger()

@@ -132,7 +132,7 @@ class Daemon:
             if config.use_json and config.log_file is not None:
                 sinks.append(JsonlSink(jsonl.beside(config.log_file)))
         except OSError as exc:
-            raise StartupError(f"cannot open a metric sink: {exc}") from None
+            raise StartupError(f"cannot open a metric sink: {exc.strerror or exc}") from None
         return Sinks(sinks)
 
     def _ipc_addresses(self) -> List[Tuple[wire.Address, str]]:

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Tuple
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import KindStat, Report
 
+from ..paths import writable_folder
 from . import ProcessLabels
 
 
@@ -66,6 +67,7 @@ def scalars(ks: KindStat, top_n: int) -> List[Tuple[str, float]]:
 
 class TensorBoardSink:
     def __init__(self, log_dir: Path, top_n: int = 10, flush_secs: int = 10) -> None:
+        writable_folder(log_dir)  # at start, with the reason: not at the first report, in the log
         self.log_dir = log_dir
         self.top_n = top_n
         self.flush_secs = flush_secs
