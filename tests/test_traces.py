@@ -341,3 +341,30 @@ def test_a_full_filesystem_fails_the_trace_saying_so_and_the_job_trains_on(daemo
         wait_until(lambda: step_of(daemon, job.pid) > before, what="the job to train on")
     finally:
         job.stop()
+
+
+def test_a_daemon_killed_mid_trace_and_restarted_still_sees_the_trace_end(daemon, start_workload, tmp_path):
+    job = trainer(daemon, start_workload)
+    reply = daemon.dyno_json("nputrace", "--iterations", "100", "--log-file", str(tmp_path))  # about 2 s
+    wait_until(
+        lambda: (
+            daemon.dyno_json("trace", reply["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_RUNNING"
+        ),
+        what="the trace to run",
+    )
+    assert daemon.proc is not None
+    daemon.proc.kill()  # no goodbye, no clean shutdown: sockets left behind
+    daemon.proc.wait()
+    daemon.start()
+    wait_until(
+        lambda: daemon.dyno("trace", reply["trace_id"]).returncode == 0, what="the new daemon to learn of it"
+    )
+    result = daemon.dyno("--json", "trace", reply["trace_id"], "--wait", "--wait-timeout", "90")
+    process = json.loads(result.stdout)["processes"][0]
+    assert process["phase"] in ("TRACE_PHASE_FINISHED", "TRACE_PHASE_FAILED"), process
+    if process["phase"] == "TRACE_PHASE_FINISHED":
+        steps = profiler_steps(next(Path(process["output"]).glob("*.pt.trace.json")))
+        assert len(steps) == 100 and steps == list(range(steps[0], steps[0] + 100))
+    else:
+        assert process["error"], "a failed outcome says why"
+    assert job.proc is not None and job.proc.poll() is None, "the job never noticed"
