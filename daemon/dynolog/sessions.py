@@ -203,11 +203,7 @@ class DynamicSession:
             return self._reply(seq, _A.DYNAMIC_ACTION_STOP, False, ["not started"])
         window = self._window
         assert window is not None
-        stop = self._node.dynamic_window.stop_text()
-        for process in window.processes.values():
-            record = self._node.registry.get(process.host_pid)
-            if record is not None and not process.phase.final:
-                self._node.delivery.push(record, CommandKind.DYNAMIC, window.trace_id, stop)
+        self._push_stop(window)
         await _until(window, lambda p: p.phase.final, STOP_WAIT_S)
         self._idle_since = time.monotonic()
         lines = [
@@ -334,8 +330,11 @@ class DynamicSession:
         """Free the processes; a window still collecting is stopped (its files are kept)."""
         self._node.holds.release(self._request.hold.session)
         window = self._window
-        if window is None or window.done:
-            return
+        if window is not None and not window.done:
+            self._push_stop(window)
+
+    def _push_stop(self, window: Trace) -> None:
+        """The window's stop, to each of its processes still collecting."""
         stop = self._node.dynamic_window.stop_text()
         for process in window.processes.values():
             record = self._node.registry.get(process.host_pid)

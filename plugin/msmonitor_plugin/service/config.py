@@ -172,14 +172,12 @@ def _prof_dir(text: str, env: Mapping[str, str]) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-def read(path: str, env: Mapping[str, str] = os.environ) -> ServiceConfig:
-    """Raises OSError (missing, unreadable) or ValueError (not JSON, not an object)."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+def parse_text(text: str, env: Mapping[str, str] = os.environ) -> ServiceConfig:
+    """The file's content as a config; raises ValueError (not JSON, not an object) naming the problem."""
     try:
         obj = json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
+        raise ValueError(f"not valid JSON ({exc})") from None
     return parse(obj, env)
 
 

@@ -16,7 +16,7 @@ import socket
 import sqlite3
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..identity import imported
 from ..monitor.records import Kind, Record
@@ -25,6 +25,12 @@ from .store import db_name
 
 class Unavailable(RuntimeError):
     pass
+
+
+class Part(Protocol):
+    """What a recording runs beside the API's rows; stopped when it ends."""
+
+    def stop(self) -> None: ...
 
 
 class MsptiOperators:

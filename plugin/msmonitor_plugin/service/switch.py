@@ -43,7 +43,7 @@ class ServiceSwitch:
         self._lock = threading.Lock()  # the watcher's thread and the limits' timers race
         self._config: Optional[ServiceConfig] = None  # what is recording now; None: off
         self._store: Optional[ServiceStore] = None
-        self._parts: List[object] = []  # operator collection and host usage of this recording
+        self._parts: List[operators.Part] = []  # operator collection and host usage of this recording
         self._torch: Optional[operators.TorchOperators] = None
         self._since = 0.0
         self._steps = 0
@@ -69,7 +69,7 @@ class ServiceSwitch:
         if not command.config:
             return
         try:
-            cfg = config.parse(_json(command.config), self._env)
+            cfg = config.parse_text(command.config, self._env)
         except ValueError as exc:
             log.warning("service profiler: %s is %s: state kept", self.path, exc)
             return
@@ -113,9 +113,9 @@ class ServiceSwitch:
             return
         log.info("service profiler: recording into %s", dated)
 
-    def _collectors(self, cfg: ServiceConfig, dated: str) -> List[object]:
+    def _collectors(self, cfg: ServiceConfig, dated: str) -> List[operators.Part]:
         problems: List[str] = []
-        parts: List[object] = []
+        parts: List[operators.Part] = []
         mode = cfg.acl_task_time
         if mode == 1:
             problems.append(
@@ -139,7 +139,7 @@ class ServiceSwitch:
             log.warning("service profiler: %s", problem)
         return parts
 
-    def _operators(self, cfg: ServiceConfig, dated: str) -> object:
+    def _operators(self, cfg: ServiceConfig, dated: str) -> operators.Part:
         if cfg.acl_task_time == 2:
             return operators.MsptiOperators(
                 os.path.join(dated, "Trace_Service"), cfg.api_filter, cfg.kernel_filter
@@ -159,7 +159,7 @@ class ServiceSwitch:
             self._timer = None
         for part in self._parts:
             try:
-                part.stop()  # type: ignore[attr-defined]
+                part.stop()
             except Exception:
                 log.exception("service profiler: stopping %s failed", type(part).__name__)
         if cfg.acl_task_time in (2, 3):
@@ -206,12 +206,3 @@ class ServiceSwitch:
     def close(self) -> None:
         with self._lock:
             self._stop("the process exited")
-
-
-def _json(text: str) -> object:
-    import json
-
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
