@@ -10,16 +10,15 @@ import os
 import sqlite3
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
+import peers
 from fake_mspti import fake_mspti_build
-from harness import BIN, REPO, Daemon, Workload, read_line_until, wait_until
+from harness import BIN, Daemon, Workload, read_line_until, wait_until
 
-PEERS = REPO / ".peers"  # published code we test against, fetched once and reused
 MSSERVICEPROFILER = "msserviceprofiler==1.2.3"
 
 
@@ -282,28 +281,7 @@ def test_with_the_daemon_the_state_shows_and_a_dynamic_window_is_refused_while_o
 @pytest.fixture(scope="session")
 def msserviceprofiler() -> Path:
     """The published msserviceprofiler wheel (its vLLM hooks import ``ms_service_profiler``), unpacked."""
-    target = PEERS / "msserviceprofiler-1.2.3"
-    if not target.exists():
-        wheels = PEERS / "wheels"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "-d",
-                str(wheels),
-                MSSERVICEPROFILER,
-            ],
-            check=True,
-            timeout=300,
-        )
-        (wheel,) = wheels.glob("msserviceprofiler-1.2.3-*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(target)
-    return target
+    return peers.unpacked(MSSERVICEPROFILER)
 
 
 def test_the_vllm_hooks_of_msserviceprofiler_run_unchanged(service, msserviceprofiler, tmp_path):
