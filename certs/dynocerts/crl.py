@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
+from .files import Stamp, file_stamp
 from .policy import RENEW_WITHIN, Severity, Violation, utcnow, when
 
 log = logging.getLogger("dynocerts.crl")
@@ -146,22 +146,31 @@ class RevocationWatch:
     """The CRL at *path* as it is now on disk; re-read when its inode, size or mtime changes.
 
     An unusable CRL (unparseable, not from our CA, expired) fails closed: every client is refused with
-    the reason until it is fixed. A missing file means no revocations.
+    the reason until it is fixed. A missing file means no revocations. The trusted CAs may change while
+    serving (:meth:`trust`): the CRL is then checked again against the new ones.
     """
 
     def __init__(self, path: Path, cas: Sequence[x509.Certificate], ca_file: str) -> None:
         self.path = path
         self._cas = tuple(cas)
         self._ca_file = ca_file
-        self._stamp: Optional[Tuple[int, int, int]] = None
+        self._stamp: Stamp = None
+        self._stale = True  # the state does not reflect the file and CAs yet
         self._state = CrlState()
         self._lock = threading.Lock()
 
-    def state(self, now: Optional[dt.datetime] = None) -> CrlState:
-        stamp = self._file_stamp()
+    def trust(self, cas: Sequence[x509.Certificate]) -> None:
+        """Check the CRL against these CAs from now on (a reloaded ``ca.crt``)."""
         with self._lock:
-            if stamp != self._stamp:
-                self._stamp, self._state = stamp, self._load(stamp)
+            if tuple(cas) != self._cas:
+                self._cas, self._stale = tuple(cas), True
+
+    def state(self, now: Optional[dt.datetime] = None) -> CrlState:
+        stamp = file_stamp(self.path)
+        with self._lock:
+            if stamp != self._stamp or self._stale:
+                self._state = self._load(stamp)
+                self._stamp, self._stale = stamp, False
             state = self._state
         if state.crl is not None and (now or utcnow()) > expires(state.crl):
             return CrlState(state.crl, f"{self.path} expired on {when(expires(state.crl))}")
@@ -180,14 +189,7 @@ class RevocationWatch:
             return None
         return f"revoked on {when(entry.revocation_date_utc)} (listed in the daemon's {self.path.name})"
 
-    def _file_stamp(self) -> Optional[Tuple[int, int, int]]:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-    def _load(self, stamp: Optional[Tuple[int, int, int]]) -> CrlState:
+    def _load(self, stamp: Stamp) -> CrlState:
         if stamp is None:
             if self._stamp is not None:
                 log.warning("%s was removed: no certificate is treated as revoked now", self.path)

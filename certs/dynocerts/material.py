@@ -98,6 +98,7 @@ class _Inspection:
     passwords: keys.PasswordSource
     now: dt.datetime
     strict_key: bool
+    with_crl: bool = True
     found: List[Violation] = field(default_factory=list)
 
     def path(self, name: str) -> Path:
@@ -124,7 +125,7 @@ class _Inspection:
             if cas:
                 self.found += check_issued_by(cert, str(self.path(cert_name)), cas, str(self.path(CA_CERT)))
         key = self._key(cert, cert_name, key_name)
-        crl = self._crl(cas, cert, cert_name)
+        crl = self._crl(cas, cert, cert_name) if self.with_crl else None
         if cert is None or key is None or errors(self.found):
             return None
         return Material(
@@ -174,19 +175,21 @@ def inspect(
     passwords: keys.PasswordSource,
     now: Optional[dt.datetime] = None,
     strict_key: bool = True,
+    with_crl: bool = True,
 ) -> Tuple[Optional[Material], List[Violation]]:
     """Everything wrong with *directory* for *role*, and the material when nothing is an error.
 
-    With ``strict_key=False`` an encrypted key without a password is a warning (``dyno certs check``).
+    With ``strict_key=False`` an encrypted key without a password is a warning (``dyno certs check``);
+    with ``with_crl=False`` the CRL is left to whoever follows it (the serving daemon does, per call).
     """
-    inspection = _Inspection(directory, role, passwords, now or utcnow(), strict_key)
+    inspection = _Inspection(directory, role, passwords, now or utcnow(), strict_key, with_crl)
     material = inspection.run()
     return material, inspection.found
 
 
-def load(directory: Path, role: Role, passwords: keys.PasswordSource) -> Material:
+def load(directory: Path, role: Role, passwords: keys.PasswordSource, with_crl: bool = True) -> Material:
     """The material of *directory*, or :class:`CertsError` with every error found."""
-    material, found = inspect(directory, role, passwords)
+    material, found = inspect(directory, role, passwords, with_crl=with_crl)
     if material is None:
         raise CertsError(errors(found) or found)
     return material

@@ -11,16 +11,17 @@ from __future__ import annotations
 import enum
 import fnmatch
 import functools
-import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Awaitable, Callable, Iterable, Mapping, Optional, Sequence, Tuple
 
 import grpc
 from cryptography import x509
 
 from dynocerts.policy import common_name
 from dynoproto import SERVICE
+
+from .guards import UNIMPLEMENTED, Context, guarded
 
 log = logging.getLogger("dynolog.auth")
 
@@ -131,9 +132,6 @@ def peer_of(auth_context: Mapping[str, Iterable[bytes]]) -> Optional[Peer]:
     return peer_from_pem(pem) if pem else None
 
 
-Context = grpc.aio.ServicerContext[Any, Any]
-
-
 class AuthInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, policy: AccessPolicy, revocation: Revocation) -> None:
         self._policy = policy
@@ -156,7 +154,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 await context.abort(refusal.code, refusal.message)
 
         # An unknown method is authorized like any other first: a refused client learns nothing.
-        return _guarded(handler or _UNIMPLEMENTED, enforce)
+        return guarded(handler or UNIMPLEMENTED, enforce)
 
     def _log(self, peer: Optional[Peer], method: str, refusal: Refusal) -> None:
         # Once per client and code: a refused client retrying must not flood the log.
@@ -164,57 +162,3 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if key not in self._logged and len(self._logged) < 4096:
             self._logged.add(key)
             log.warning("refused %s: %s", method, refusal.message)
-
-
-Enforce = Callable[[Context], Awaitable[None]]
-
-
-async def _unimplemented(requests: Any, context: Context) -> None:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
-
-
-_UNIMPLEMENTED = grpc.stream_stream_rpc_method_handler(_unimplemented)
-
-
-def _guarded(handler: grpc.RpcMethodHandler, enforce: Enforce) -> grpc.RpcMethodHandler:
-    """The same handler, running *enforce* before the method's own code."""
-    kind = (
-        ("stream" if handler.request_streaming else "unary")
-        + "_"
-        + ("stream" if handler.response_streaming else "unary")
-    )
-    behavior = getattr(handler, kind)
-    wrapped = (
-        _wrap_streaming(behavior, enforce) if handler.response_streaming else _wrap_unary(behavior, enforce)
-    )
-    make = getattr(grpc, f"{kind}_rpc_method_handler")
-    return make(
-        wrapped,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
-
-
-def _wrap_unary(behavior: Callable[..., Any], enforce: Enforce) -> Callable[..., Awaitable[Any]]:
-    async def guarded(request: Any, context: Context) -> Any:
-        await enforce(context)
-        result = behavior(request, context)
-        return await result if inspect.isawaitable(result) else result
-
-    return guarded
-
-
-def _wrap_streaming(behavior: Callable[..., Any], enforce: Enforce) -> Callable[..., AsyncIterator[Any]]:
-    async def guarded(request: Any, context: Context) -> AsyncIterator[Any]:
-        await enforce(context)
-        result = behavior(request, context)
-        if inspect.isasyncgen(result):
-            async for item in result:
-                yield item
-        elif inspect.isawaitable(result):
-            await result  # a coroutine that answers through context.write (grpc's health Watch)
-        else:
-            for item in result:
-                yield item
-
-    return guarded

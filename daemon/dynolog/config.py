@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from msmonitor_plugin.vocabulary import msmonitor_socket_dir, split_list
 
@@ -46,6 +47,24 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def _at_least(minimum: float, convert: Callable[[str], Any], meaning: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {meaning}, got {text}")
+        return value
+
+    return parse
+
+
+_unlimited_or_rate = _at_least(0, float, "a number >= 0 (0: unlimited)")
+_unlimited_or_count = _at_least(0, int, "a whole number >= 0 (0: unlimited)")
+_count = _at_least(1, int, "a whole number >= 1")
 
 
 def _port(text: str) -> int:
@@ -149,6 +168,27 @@ class DaemonConfig:
         names=("--trace-root", "--trace_root"),
         action="append",
         metavar="DIR",
+    )
+    # Per client (its certificate CN under mutual TLS, else its IP address); docs/security.md.
+    client_rate_limit: float = flag(
+        200.0,
+        "gRPC calls per second each client may make, sustained, before RESOURCE_EXHAUSTED "
+        "(default 200; 0: unlimited). A client is its certificate's CN, or its address without TLS",
+        type=_unlimited_or_rate,
+        metavar="PER_SECOND",
+    )
+    client_rate_burst: int = flag(
+        1000,
+        "gRPC calls a client may make at once above --client-rate-limit (default 1000)",
+        type=_count,
+        metavar="CALLS",
+    )
+    max_client_streams: int = flag(
+        64,
+        "streams (watches, dyno dynamic sessions) each client may hold open at once (default 64; "
+        "0: unlimited)",
+        type=_unlimited_or_count,
+        metavar="STREAMS",
     )
     ignored_flags: List[str] = field(default_factory=list)  # the C++ dynolog's, found in the arguments
 

@@ -16,11 +16,8 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from dynocerts.crl import RevocationWatch
 from dynocerts.keys import PasswordSource
-from dynocerts.material import CertsError, Material
-from dynocerts.policy import check_covers
-from dynocerts.tls import load_server, server_credentials
+from dynocerts.material import CertsError
 from dynoproto import SERVICE
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from msmonitor_plugin import wire
@@ -30,11 +27,13 @@ from .auth import AccessPolicy, AuthInterceptor
 from .config import NO_CERTS, DaemonConfig
 from .dispatch import IpcDispatcher
 from .ipc import IpcError
+from .limits import ClientLimiter, LimitInterceptor, Limits
 from .node import Node
 from .service import DynologService
 from .sinks import Sink, Sinks, jsonl
 from .sinks.jsonl import JsonlSink
 from .sinks.prometheus import PrometheusSink
+from .tls_reload import ServerTls
 
 log = logging.getLogger("dynolog")
 
@@ -86,7 +85,7 @@ class Daemon:
             if tls is None:
                 self.port = self._server.add_insecure_port(config.grpc_target)
             else:
-                self.port = self._server.add_secure_port(config.grpc_target, server_credentials(tls))
+                self.port = self._server.add_secure_port(config.grpc_target, tls.credentials())
         except RuntimeError:
             self.port = 0
         if self.port == 0:
@@ -145,8 +144,8 @@ class Daemon:
             ]
         return addresses
 
-    def _check_transport(self) -> Optional[Material]:
-        """The checked TLS material, or None for plaintext, which beyond loopback needs NO_CERTS."""
+    def _check_transport(self) -> Optional[ServerTls]:
+        """The checked TLS set, or None for plaintext, which beyond loopback needs NO_CERTS."""
         certs_dir = self.config.certs_dir
         if certs_dir is not None and certs_dir != NO_CERTS:
             return self._load_certificates(Path(certs_dir))
@@ -163,37 +162,29 @@ class Daemon:
             )
         return None
 
-    def _load_certificates(self, certs_dir: Path) -> Material:
+    def _load_certificates(self, certs_dir: Path) -> ServerTls:
         passwords = PasswordSource(self.config.key_password_file, ("DYNOLOG_KEY_PASSWORD",))
         try:
-            material = load_server(certs_dir, passwords)
+            return ServerTls.from_dir(certs_dir, passwords, _host_names(self.config))
         except CertsError as exc:
             raise StartupError(str(exc)) from None
-        cert_file = str(certs_dir / "server.crt")
-        for warning in [
-            *material.warnings,
-            *check_covers(material.cert, cert_file, _host_names(self.config)),
-        ]:
-            log.warning("%s", warning)
-        log.info(
-            "mutual TLS: serving as %s, clients verified against %s, revocations from %s when present",
-            material.cert.subject.rfc4514_string(),
-            material.ca_file,
-            material.crl_path,
-        )
-        return material
 
-    def _interceptors(self, tls: Optional[Material]) -> List[aio.ServerInterceptor]:
-        if tls is None:
-            return []  # plaintext has no client identity to authorize
-        policy = AccessPolicy(
-            tuple(self.config.operator_clients) if self.config.operator_clients is not None else None,
-            tuple(self.config.read_only_clients),
-        )
-        watch = RevocationWatch(tls.crl_path, tls.cas, tls.ca_file)
-        return [AuthInterceptor(policy, watch.revocation)]
+    def _interceptors(self, tls: Optional[ServerTls]) -> List[aio.ServerInterceptor]:
+        """Authorization first (plaintext has no identity to authorize), then the client's limits."""
+        config = self.config
+        interceptors: List[aio.ServerInterceptor] = []
+        if tls is not None:
+            policy = AccessPolicy(
+                tuple(config.operator_clients) if config.operator_clients is not None else None,
+                tuple(config.read_only_clients),
+            )
+            interceptors.append(AuthInterceptor(policy, tls.revocations.revocation))
+        limits = Limits(config.client_rate_limit, config.client_rate_burst, config.max_client_streams)
+        if limits.enabled:
+            interceptors.append(LimitInterceptor(ClientLimiter(limits)))
+        return interceptors
 
-    def _build_server(self, tls: Optional[Material]) -> aio.Server:
+    def _build_server(self, tls: Optional[ServerTls]) -> aio.Server:
         server = aio.server(interceptors=self._interceptors(tls), options=SERVER_OPTIONS)
         pb_grpc.add_DynologServicer_to_server(
             DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots), server

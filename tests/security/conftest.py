@@ -9,11 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+import grpc
 import pytest
 
 import certs_factory as cf
+from dynocerts.keys import pkcs8_pem
 from dynocerts.make import Issued
 from dynocerts.policy import Role
+from dynoproto import dynolog_pb2 as pb
+from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import BIN, Daemon
 
 
@@ -72,6 +76,24 @@ def dirs(tmp_path: Path, authority: Authority) -> Dirs:
 @pytest.fixture
 def tls_daemon(start_daemon: Callable[..., Daemon], dirs: Dirs) -> Daemon:
     return start_daemon("--certs-dir", str(dirs.server))
+
+
+def credentials(trust: Issued, own: Optional[Issued]) -> grpc.ChannelCredentials:
+    """Raw gRPC credentials, bypassing dyno's own checks: what a hand-made client could present."""
+    if own is None:
+        return grpc.ssl_channel_credentials(root_certificates=cf.pem(trust.cert))
+    return grpc.ssl_channel_credentials(cf.pem(trust.cert), pkcs8_pem(own.key), cf.pem(own.cert))
+
+
+def status(d: Daemon, creds: grpc.ChannelCredentials, host: str = "localhost") -> pb.GetStatusResponse:
+    with grpc.secure_channel(f"{host}:{d.port}", creds) as channel:
+        return pb_grpc.DynologStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
+
+
+def call_fails(d: Daemon, creds: grpc.ChannelCredentials) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as err:
+        status(d, creds)
+    return err.value
 
 
 FailedStart = Callable[..., subprocess.CompletedProcess]

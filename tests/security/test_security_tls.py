@@ -7,14 +7,14 @@ import socket
 import ssl
 import subprocess
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import certs_factory as cf
-from conftest import Authority, Dirs, FailedStart
+from conftest import Authority, Dirs, FailedStart, call_fails, credentials, status
 from dynocerts.keys import pkcs8_pem
 from dynocerts.make import Issued
 from dynocerts.policy import Role, when
@@ -36,24 +36,6 @@ def refused_client_cert(d: Daemon, certs: object) -> str:
 
 def assert_exit(result: Proc, code: int, stderr: str) -> None:
     assert (result.returncode, result.stderr) == (code, stderr), result.stdout
-
-
-def credentials(trust: Issued, own: Optional[Issued]) -> grpc.ChannelCredentials:
-    """Raw gRPC credentials, bypassing dyno's own checks: what a hand-made client could present."""
-    if own is None:
-        return grpc.ssl_channel_credentials(root_certificates=cf.pem(trust.cert))
-    return grpc.ssl_channel_credentials(cf.pem(trust.cert), pkcs8_pem(own.key), cf.pem(own.cert))
-
-
-def status(d: Daemon, creds: grpc.ChannelCredentials, host: str = "localhost") -> pb.GetStatusResponse:
-    with grpc.secure_channel(f"{host}:{d.port}", creds) as channel:
-        return pb_grpc.DynologStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
-
-
-def call_fails(d: Daemon, creds: grpc.ChannelCredentials) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as err:
-        status(d, creds)
-    return err.value
 
 
 # --- the good path ----------------------------------------------------------------------------
@@ -224,7 +206,7 @@ def test_wrong_hostname(
     # The daemon said so at start: its certificate names none of the names it can be reached by.
     log = d.log_file.read_text()
     assert (
-        f"WARNING dynolog: warning: {server.cert}: subjectAltName: names DNS:node01.cluster.lan, none of"
+        f"WARNING dynolog.tls: warning: {server.cert}: subjectAltName: names DNS:node01.cluster.lan, none of"
         in log
     )
 
