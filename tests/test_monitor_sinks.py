@@ -63,8 +63,9 @@ def reports(fake_mspti: str) -> List[Report]:
         )
         control = ctypes.CDLL(fake_mspti)
         deadline = time.monotonic() + 20
-        while not control.fakeMsptiDone() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        while not control.fakeMsptiDone():
+            assert time.monotonic() < deadline, "the fake libmspti did not produce its records within 20 s"
+            time.sleep(0.01)  # polling the fake library's counter: it has no event to wait on
         first = monitor.stop()
     finally:
         for k, v in saved.items():

@@ -99,7 +99,8 @@ def test_reports_arrive_every_interval_and_reach_every_sink(start_daemon, start_
 
 def test_duration_expiry_frees_the_process_for_nputrace(daemon, start_workload, tmp_path):
     job = trainer(daemon, start_workload)
-    daemon.dyno_json("npu-monitor", "--npu-monitor-start", "--report-interval-s", "1", "--duration", "2")
+    # Long enough that the next dyno (about 0.5 s to start on a loaded machine) surely finds it running.
+    daemon.dyno_json("npu-monitor", "--npu-monitor-start", "--report-interval-s", "1", "--duration", "4")
     blocked = daemon.dyno_json("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
     assert blocked["reason"] == "REASON_NPU_MONITOR_RUNNING"
     wait_until(lambda: monitor_state(daemon, job.pid) == "MONITOR_STATE_IDLE", what="the duration to expire")

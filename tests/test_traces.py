@@ -248,7 +248,17 @@ def test_nputrace_time_based(daemon, start_workload, tmp_path):
     reply = daemon.dyno_json("nputrace", "--duration-ms", "200", "--log-file", str(tmp_path), "--wait")
     process = reply["trace"]["processes"][0]
     assert process["phase"] == "TRACE_PHASE_FINISHED"
-    assert len(profiler_steps(next(Path(process["output"]).glob("*.pt.trace.json")))) >= 5
+    # Whole steps from the boundary it started at to the first one at least 200 ms later: how many
+    # depends on how fast the job steps, the time they cover does not.
+    trace_file = next(Path(process["output"]).glob("*.pt.trace.json"))
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in trace_events(trace_file)
+        if e.get("name", "").startswith("ProfilerStep#")
+    )
+    steps = profiler_steps(trace_file)
+    assert steps == list(range(steps[0], steps[0] + len(steps)))
+    assert spans[-1][1] - spans[0][0] >= 200_000 * 0.99, spans  # µs; 1 % for the profiler's clock
 
 
 def test_nputrace_is_refused_while_npu_monitor_runs(daemon, start_workload, tmp_path):
@@ -337,6 +347,9 @@ def test_a_full_filesystem_fails_the_trace_saying_so_and_the_job_trains_on(daemo
         process = reply["trace"]["processes"][0]
         assert process["phase"] == "TRACE_PHASE_FAILED"
         assert "no space left on device" in process["error"], process["error"]
+        assert process["error"].startswith(f"cannot write the trace into {full}/"), process["error"]
+        inside = Path(f"/proc/{job.pid}/root{full}")  # the tmpfs, as the job's mount namespace has it
+        assert not list(inside.iterdir()), "no half-written file, no folder made for nothing"
         before = step_of(daemon, job.pid)
         wait_until(lambda: step_of(daemon, job.pid) > before, what="the job to train on")
     finally:

@@ -116,7 +116,10 @@ class DaemonLink:
         self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
-        self.close()
+        # A thread still busy (in a command's callback) closes them itself as it ends: a socket closed
+        # under its select() would fail it with EBADF.
+        if not self._thread.is_alive():
+            self.close()
 
     def close(self) -> None:
         for s in (self._sock, self._wake_r, self._wake_w):
@@ -126,6 +129,13 @@ class DaemonLink:
                 os.unlink(self.address)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            if self._stopping:
+                self.close()
+
+    def _serve(self) -> None:
         retry = ABSENT_RETRY_S[0]
         while not self._stopping:
             try:

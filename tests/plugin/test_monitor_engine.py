@@ -2,6 +2,7 @@
 (with stand-in Kineto events: torch itself is exercised in tests/test_monitor_torch.py)."""
 
 import threading
+import time
 import unittest
 
 from msmonitor_plugin.monitor.backends import NoBackend
@@ -63,6 +64,25 @@ def command(**changes):
     return MonitorConfig.parse(keys)
 
 
+class Arrivals:
+    """Collects reports and when each arrived; the test waits for the Nth instead of sleeping."""
+
+    def __init__(self, reports):
+        self.reports = reports
+        self.at = []
+        self._changed = threading.Condition()
+
+    def add(self, report):
+        with self._changed:
+            self.reports.append(report)
+            self.at.append(time.monotonic())
+            self._changed.notify_all()
+
+    def wait_for(self, count, timeout):
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.reports) >= count, timeout)
+
+
 class MonitorTest(unittest.TestCase):
     def monitor(self, **kw):
         self.backend = ScriptedBackend()
@@ -121,18 +141,48 @@ class MonitorTest(unittest.TestCase):
         self.assertEqual(monitor.apply(command(NPU_MONITOR_START="false")).state, MonitorState.IDLE)
         self.assertEqual(self.backend.calls, [])
 
-    def test_reports_each_interval_and_stops_when_the_duration_expires(self):
+    def test_reports_each_interval(self):
         monitor = self.monitor()
-        done = threading.Event()
-        monitor.on_stopped = lambda reason: (self.stopped.append(reason), done.set())
-        monitor.apply(command(REPORT_INTERVAL_S="1", DURATION="2.2"))
-        self.assertTrue(done.wait(15))
-        self.assertEqual(self.stopped, ["duration"])
-        self.assertEqual([r.seq for r in self.reports], [1, 2, 3])
-        self.assertEqual([r.final for r in self.reports], [False, False, True])
-        self.assertEqual(monitor.state, MonitorState.IDLE)
+        arrivals = Arrivals(self.reports)
+        monitor.on_report = arrivals.add
+        begin = time.monotonic()
+        monitor.apply(command(REPORT_INTERVAL_S="1"))
+        self.assertTrue(arrivals.wait_for(2, timeout=30), "two interval reports")
+        final = monitor.stop()
+        first, second = self.reports[:2]
+        self.assertEqual([(r.seq, r.final) for r in (first, second)], [(1, False), (2, False)])
+        # The k-th report is due k intervals after the start, never sooner (monotonic on both sides).
+        self.assertGreaterEqual(arrivals.at[0] - begin, 1.0)
+        self.assertGreaterEqual(arrivals.at[1] - begin, 2.0)
+        self.assertEqual([r.find(Kind.KERNEL)[0].count for r in (first, second)], [2, 2])  # one flush each
+        self.assertIs(self.reports[-1], final)
+        self.assertTrue(final.final and all(not r.final for r in self.reports[:-1]))
+        self.assertEqual([r.seq for r in self.reports], list(range(1, len(self.reports) + 1)))
         ends = [r.end_ns for r in self.reports]
         self.assertEqual([r.start_ns for r in self.reports[1:]], ends[:-1])  # intervals tile time
+
+    def test_stops_when_the_duration_expires(self):
+        monitor = self.monitor()
+        done = threading.Event()
+        stopped_at = []
+        monitor.on_stopped = lambda reason: (
+            self.stopped.append(reason),
+            stopped_at.append(time.monotonic()),
+            done.set(),
+        )
+        begin = time.monotonic()
+        monitor.apply(command(REPORT_INTERVAL_S="1", DURATION="2.2"))
+        self.assertTrue(done.wait(30))
+        self.assertEqual(self.stopped, ["duration"])
+        self.assertEqual(monitor.state, MonitorState.IDLE)
+        self.assertGreaterEqual(stopped_at[0] - begin, 2.2, "not before the duration")
+        # How many interval reports came first depends on how promptly the monitor thread ran; never
+        # more than the duration holds intervals, and the last report is the one final report.
+        self.assertLessEqual(len(self.reports) - 1, 2)
+        self.assertEqual([r.final for r in self.reports], [False] * (len(self.reports) - 1) + [True])
+        self.assertEqual([r.seq for r in self.reports], list(range(1, len(self.reports) + 1)))
+        ends = [r.end_ns for r in self.reports]
+        self.assertEqual([r.start_ns for r in self.reports[1:]], ends[:-1])
 
     def test_without_a_backend_every_kind_is_unavailable(self):
         monitor = Monitor(backend_factory=lambda env: (NoBackend(), ["why"]))

@@ -60,7 +60,7 @@ def wait_until(probe, timeout=20.0):
     while not probe():
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
-        time.sleep(0.01)
+        time.sleep(0.01)  # polling the fake library's counters, which signal nothing
 
 
 class ListWriter:
@@ -207,19 +207,45 @@ def command(**changes):
 
 
 class MonitorOnFakeMsptiTest(unittest.TestCase):
-    def test_reports_every_interval_then_stops_by_duration(self):
-        reports, stopped = [], []
-        monitor = Monitor(rank=0, on_report=reports.append, on_stopped=stopped.append)
+    def test_reports_the_fakes_kernels_every_interval(self):
+        reports, arrived = [], threading.Condition()
+
+        def on_report(report):
+            with arrived:
+                reports.append((time.monotonic(), report))
+                arrived.notify_all()
+
+        monitor = Monitor(rank=0, on_report=on_report)
         with fake(rate=2000, names=4):
-            result = monitor.apply(command(DURATION="2.5"))
+            begin = time.monotonic()
+            result = monitor.apply(command())
             self.assertEqual(
                 (result.state, result.backend, result.unavailable), (MonitorState.RUNNING, "mspti", {})
             )
-            wait_until(lambda: stopped, timeout=15)
-        self.assertEqual(stopped, ["duration"])
+            with arrived:
+                self.assertTrue(arrived.wait_for(lambda: len(reports) >= 2, 30), "two interval reports")
+            monitor.stop()
+        for k, (at, report) in enumerate(reports[:2], start=1):
+            self.assertFalse(report.final)
+            self.assertGreaterEqual(at - begin, k * 1.0, "the k-th report is due k intervals after the start")
+            names = {n.name for kernels in report.find(Kind.KERNEL) for n in kernels.top}
+            self.assertTrue(names and names <= {f"Kernel_{i}" for i in range(4)}, names)
+        self.assertTrue(reports[-1][1].final)
+
+    def test_stops_by_duration(self):
+        reports, stopped = [], threading.Event()
+        monitor = Monitor(rank=0, on_report=reports.append, on_stopped=lambda reason: stopped.set())
+        with fake(rate=2000, names=4):
+            begin = time.monotonic()
+            monitor.apply(command(DURATION="2.5"))
+            self.assertTrue(stopped.wait(30))
+            elapsed = time.monotonic() - begin
         self.assertEqual(monitor.state, MonitorState.IDLE)
-        self.assertEqual([r.final for r in reports], [False, False, True])
-        self.assertTrue(all(r.find(Kind.KERNEL) for r in reports[:2]))
+        self.assertGreaterEqual(elapsed, 2.5)
+        # As many interval reports as the monitor thread got to before the deadline: at most two.
+        self.assertLessEqual(len(reports), 3)
+        self.assertEqual([r.final for r in reports], [False] * (len(reports) - 1) + [True])
+        self.assertGreater(sum(k.count for r in reports for k in r.find(Kind.KERNEL)), 0)
 
     def test_the_subscriber_slot_held_elsewhere_fails_the_start(self):
         control = ctypes.CDLL(LIB)

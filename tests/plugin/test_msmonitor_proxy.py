@@ -62,11 +62,24 @@ class ProxyTest(unittest.TestCase):
         request = wire.KinetoRequest.unpack(self.receive(wire.REQ)[0].payload)
         self.assertEqual((request.config_type, request.job_id, request.pids[0]), (3, 77, os.getpid()))
 
-    def test_poll_without_an_answer_returns_empty_within_the_wait(self):
+    def test_poll_without_an_answer_returns_empty_after_the_wait(self):
         self.proxy.init_dyno(0)
+        self.receive(wire.CTXT)
+        returned = threading.Event()
+
+        def answer_late():  # only once the poll gave up, or after 10 s if it never does
+            _, address = self.receive(wire.REQ)
+            returned.wait(10)
+            self.daemon.sendto(wire.encode(wire.REQ, b"NPU_MONITOR_START=true\n"), address)
+
+        daemon = threading.Thread(target=answer_late, daemon=True)
+        daemon.start()
         begin = time.monotonic()
-        self.assertEqual(self.proxy.poll_dyno(), "")
-        self.assertLess(time.monotonic() - begin, POLL_WAIT_S + 0.5)
+        self.assertEqual(self.proxy.poll_dyno(), "", "it gave up before the answer came")
+        elapsed = time.monotonic() - begin
+        returned.set()
+        daemon.join(10)
+        self.assertGreaterEqual(elapsed, POLL_WAIT_S, "it waited for an answer first")
 
     def test_a_caller_that_polls_again_at_once_is_paced(self):
         """MindSpore's helper loops on poll_dyno without sleeping: each answer comes at once, empty."""

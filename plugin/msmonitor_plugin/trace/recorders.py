@@ -11,6 +11,7 @@ import contextlib
 import glob
 import os
 import socket
+import tempfile
 import time
 from typing import Any, List
 
@@ -91,6 +92,36 @@ def _npu_only(spec: TraceSpec) -> List[str]:
     ]
 
 
+def output_folder(spec: TraceSpec) -> str:
+    """The folder a trace writes into: the log-file folder, or the folder of gputrace's file."""
+    if spec.kind == CommandKind.GPUTRACE:
+        return os.path.dirname(kineto_output_file(spec.log_file, os.getpid())) or "."
+    return spec.log_file
+
+
+def unwritable(folder: str, exc: OSError) -> RecorderError:
+    """The one wording of a trace that cannot be written: which folder, and the system's reason."""
+    reason = "not a directory" if isinstance(exc, FileExistsError) else (exc.strerror or str(exc))
+    return RecorderError(f"cannot write the trace into {folder}: {reason.lower()}")
+
+
+def check_output(spec: TraceSpec) -> None:
+    """Raise RecorderError when this process cannot write into the trace's folder, so that the trace
+    fails when it is asked for rather than after recording: a read-only file system, a path under a
+    regular file, a folder without permission. The folder is made if missing, as the write would; a
+    file is created and removed there, since permission bits, ACLs, read-only mounts and root-squashed
+    network file systems each answer only to a real write."""
+    folder = output_folder(spec)
+    try:
+        os.makedirs(folder, exist_ok=True)  # FileExistsError: a regular file is in the way
+        fd, probe = tempfile.mkstemp(prefix=".msmonitor-probe-", dir=folder)
+    except OSError as exc:
+        raise unwritable(folder, exc) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
 def recorder_for(spec: TraceSpec) -> Recorder:
     if imported("torch_npu") and spec.kind in (CommandKind.NPUTRACE, CommandKind.DYNAMIC):
         return NpuRecorder(spec)
@@ -164,14 +195,25 @@ class TorchRecorder(Recorder):
         return self._file if self.spec.kind == CommandKind.GPUTRACE else self._dir
 
     def write(self) -> List[str]:
-        os.makedirs(self._dir, exist_ok=True)
+        made = not os.path.isdir(self._dir)
         partial = self._file + ".tmp"
-        self._profile.export_chrome_trace(partial)
-        if not os.path.exists(partial):  # Kineto logs a failed write and returns as if it had written
-            with contextlib.suppress(OSError):
-                os.unlink(partial + ".tmp")  # the half file Kineto left: give the space back
-            raise RecorderError(f"torch.profiler could not write {self._file}: {_why_unwritten(self._dir)}")
-        os.replace(partial, self._file)  # watchers never see a half-written trace
+        try:
+            os.makedirs(self._dir, exist_ok=True)
+            self._profile.export_chrome_trace(partial)
+            if not os.path.exists(partial):  # Kineto logs a failed write and returns as if it had written
+                raise RecorderError(f"cannot write the trace into {self._dir}: {_why_unwritten(self._dir)}")
+            os.replace(partial, self._file)  # watchers never see a half-written trace
+        except BaseException as exc:
+            # Give the space back and leave no half file, nor a folder made for nothing.
+            for leftover in (partial, partial + ".tmp"):  # Kineto's own half file is the latter
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            if made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self._dir)  # only when empty
+            if isinstance(exc, OSError):
+                raise unwritable(self._dir, exc) from exc
+            raise
         files = [self._file]
         if self.spec.analyse:
             files += analyse_file(self._file, self._dir)
@@ -179,10 +221,14 @@ class TorchRecorder(Recorder):
 
 
 def _why_unwritten(folder: str) -> str:
+    """Why a write into *folder* failed, when the writer did not say (Kineto only logs it)."""
     try:
+        fd, probe = tempfile.mkstemp(prefix=".msmonitor-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
         st = os.statvfs(folder)
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return (exc.strerror or str(exc)).lower()
     free = st.f_bavail * st.f_frsize
     if free < 1 << 20:
         return f"no space left on device ({free // 1024} KiB free in {folder})"

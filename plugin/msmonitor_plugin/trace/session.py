@@ -25,13 +25,15 @@ from ..slot import ProfilerSlot
 from ..steps import StepCounter
 from ..vocabulary import CommandKind, TracePhase
 from . import prof
-from .recorders import Recorder, recorder_for
+from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
 from .spec import TraceSpec, is_stop, parse
 
 log = logging.getLogger("msmonitor_plugin")
 
 Report = Callable[[wire.TraceEvent], None]
 RecorderFactory = Callable[[TraceSpec], Recorder]
+# Raises RecorderError when a trace could not be written where it asks: checked when it is accepted.
+OutputCheck = Callable[[TraceSpec], None]
 
 # A window of a process that counts steps stops at the next boundary, or after this long between steps
 # (a step that hangs must not keep the answer waiting).
@@ -58,6 +60,7 @@ class TraceSession:
         report: Report,
         on_done: Callable[[], None],
         recorder_factory: RecorderFactory = recorder_for,
+        check: Optional[OutputCheck] = None,
     ) -> None:
         self.spec = spec
         self.phase = TracePhase.READY
@@ -67,6 +70,7 @@ class TraceSession:
         self._report = report
         self._on_done = on_done
         self._recorder_factory = recorder_factory
+        self._check = check
         self._recorder: Optional[Recorder] = None
         self._stop_at_ms = 0.0
         # A window: whether it starts and stops at step boundaries, whether a stop was asked for, and
@@ -80,7 +84,13 @@ class TraceSession:
     # --- link thread ------------------------------------------------------------------------------
 
     def arm(self) -> None:
-        """Work out when to start; refuse a start step that has already begun; wait for it."""
+        """Work out when to start; refuse a start step that has already begun, or a folder this process
+        cannot write into (better now than after recording); wait for the start."""
+        if self._check is not None:
+            try:
+                self._check(self.spec)
+            except RecorderError as exc:
+                return self._fail(str(exc))
         current = self._counter.count
         if self.spec.until_stopped:
             self.start_step = current + 1
@@ -234,6 +244,13 @@ class TraceSession:
             files = self._recorder.write()
             if self.spec.until_stopped:
                 files.append(prof.write_info(self._recorder.output, self._info(notes, incomplete)))
+        except RecorderError as exc:  # it names the folder and the reason already
+            log.warning("trace %s: %s", self.spec.trace_id, exc)
+            return self._fail(str(exc))
+        except OSError as exc:  # the folder went away or read-only since the trace was accepted, say
+            folder = os.path.dirname(exc.filename) if isinstance(exc.filename, str) else self._recorder.output
+            log.warning("trace %s: %s", self.spec.trace_id, exc)
+            return self._fail(str(unwritable(folder, exc)))
         except Exception as exc:
             log.exception("writing trace %s failed", self.spec.trace_id)
             return self._fail(f"writing the trace failed: {type(exc).__name__}: {exc}")
@@ -318,10 +335,13 @@ class Tracer:
         report: Report,
         recorder_factory: RecorderFactory = recorder_for,
         slot: Optional[ProfilerSlot] = None,
+        check: Optional[OutputCheck] = None,
     ) -> None:
         self._counter = counter
         self._report = report
         self._recorder_factory = recorder_factory
+        # The folder check goes with the real recorders; a test's stand-in recorder writes nowhere.
+        self._check = check if check is not None or recorder_factory is not recorder_for else check_output
         self._slot = slot if slot is not None else ProfilerSlot()
         self._lock = threading.Lock()
         self.session: Optional[TraceSession] = None
@@ -352,7 +372,9 @@ class Tracer:
                     command.trace_id, f"refused: {holder} runs in this process (one profiler at a time)"
                 )
             self._seen.append(command.trace_id)
-            self.session = TraceSession(spec, self._counter, self._report, self._done, self._recorder_factory)
+            self.session = TraceSession(
+                spec, self._counter, self._report, self._done, self._recorder_factory, self._check
+            )
             self.session.arm()
 
     def stop(self, trace_id: str) -> None:
