@@ -6,13 +6,18 @@ heavy peer gets a virtual environment of its own so the project's own install st
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import subprocess
 import sys
+import threading
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import List, Sequence
 
-from harness import REPO
+from harness import REPO, WORKLOADS, Daemon, Workload, read_line_until
 
 PEERS = REPO / ".peers"
 WHEELS = PEERS / "wheels"
@@ -32,29 +37,140 @@ def wheel(requirement: str, *pip_args: str) -> Path:
     return found[-1]
 
 
-def unpacked(requirement: str, *pip_args: str, members: str = "") -> Path:
+def unpacked(requirement: str, *pip_args: str, members: Sequence[str] = ("",)) -> Path:
     """*requirement*'s wheel unpacked into its own folder (only the paths under *members* when given),
     ready to put on ``PYTHONPATH``."""
     target = PEERS / requirement.replace("==", "-")
     if not target.exists():
         partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
         with zipfile.ZipFile(wheel(requirement, *pip_args)) as archive:
-            names = [n for n in archive.namelist() if n.startswith(members)]
+            names = [n for n in archive.namelist() if n.startswith(tuple(members))]
             archive.extractall(partial, names)
         partial.rename(target)  # only a complete unpack is ever reused
     return target
 
 
+TORCH_NPU = "torch-npu==2.13.0"
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+
+
+def torch_npu_python() -> Path:
+    """A ``torch_npu`` package made of the published wheel's pure Python (its dynamic profiler and the
+    helpers it imports) with ``tests/stand_ins/torch_npu`` laid over it for the C extension and the
+    device: the folder to put on ``PYTHONPATH``."""
+    # The Python in the wheel is the same on every platform: take the x86_64 one wherever we run.
+    published = unpacked(
+        TORCH_NPU,
+        *("--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:"),
+        members=("torch_npu/profiler/", "torch_npu/utils/", "torch_npu/_init/"),
+    )
+    target = PEERS / "torch_npu-python"
+    shutil.rmtree(target, ignore_errors=True)  # rebuilt each session: the stand-ins may have changed
+    shutil.copytree(published, target)
+    shutil.copytree(STAND_INS, target, dirs_exist_ok=True)
+    return target
+
+
 def venv(name: str, requirements: Sequence[str], python: str = sys.executable) -> Path:
     """The python of a virtual environment under ``.peers/<name>`` with *requirements* installed; made
-    once (a marker file says it is complete) and reused by later runs."""
+    once (a marker file lists what it holds) and reused by later runs, remade when *requirements* change."""
     root = PEERS / name
     marker = root / ".complete"
     python_bin = root / "bin" / "python"
-    if not marker.exists():
+    listed = "\n".join(requirements) + "\n"
+    if not marker.exists() or marker.read_text() != listed:
         subprocess.run([python, "-m", "venv", "--clear", str(root)], check=True, timeout=300)
         subprocess.run(
             [str(python_bin), "-m", "pip", "install", "-q", *requirements], check=True, timeout=1800
         )
-        marker.write_text("\n".join(requirements) + "\n")
+        marker.write_text(listed)
     return python_bin
+
+
+# MindSpore's CPU wheel, for its own dynamic profiler (tests/test_peer_mindspore.py). Its extension modules
+# are built against NumPy 1.x while it asks only for numpy>=1.25: pip would pick NumPy 2, which they
+# refuse ("compiled using NumPy 1.x"). The project's plugin goes in editable, as a user installs it, so
+# MindSpore's ``from IPCMonitor import PyDynamicMonitorProxy`` finds it and its .pth hook runs.
+MINDSPORE = ("mindspore==2.10.0", "numpy==1.26.4", "-e", str(REPO / "plugin"))
+
+
+def mindspore() -> Path:
+    """The python of the MindSpore peer's virtual environment (about 3 GB; a few minutes the first time)."""
+    return venv("mindspore", MINDSPORE)
+
+
+@dataclass
+class PeerWorkload(Workload):
+    """A workload from tests/workloads run by a peer's *python* rather than the project's."""
+
+    python: Path = Path(sys.executable)
+    ready: str = ""  # its ready line
+    lines: List[str] = field(default_factory=list)  # everything it printed after that
+
+    def start(self) -> PeerWorkload:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}
+        self.proc = subprocess.Popen(
+            [str(self.python), str(WORKLOADS / self.script), *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**env, **self.env},
+        )
+        self.ready = read_line_until(self.proc, "ready", timeout=180)
+        self.pid = int(self.ready.split("pid=")[1].split()[0])
+        threading.Thread(target=self._collect, daemon=True).start()
+        return self
+
+    def _collect(self) -> None:
+        """Keep what it prints (for failure messages), so a full pipe never blocks it."""
+        assert self.proc is not None
+        with contextlib.suppress(AssertionError, OSError, ValueError):
+            while True:
+                self.lines.append(read_line_until(self.proc, "", timeout=24 * 3600))
+
+    def announced(self, name: str) -> str:
+        """The value of ``name=value`` in its ready line."""
+        return self.ready.split(f"{name}=")[1].split()[0]
+
+
+# MindSpore forks its monitor helper only in the process that creates the node's shared memory, named
+# by the hour; a process of the same hour that finds it takes itself for another rank of that job.
+MINDSPORE_SHM = Path("/dev/shm")
+MINDSPORE_SHM_PREFIX = "DynamicProfileShm"
+
+
+def mindspore_job(daemon: Daemon) -> PeerWorkload:
+    """tests/workloads/mindspore_train.py run by MindSpore's python, in dyno mode against *daemon*: its
+    ready line announces ``pid``, ``helper`` (the monitor helper MindSpore forked) and ``shm``."""
+    remove_stale_mindspore_memory()
+    env = {
+        **daemon.client_env(),
+        "MSMONITOR_USE_DAEMON": "1",
+        "MSMONITOR_IPC_SOCKET_DIR": str(daemon.socket_dir),  # where $HOME/dynolog.sock would be
+        "RANK_ID": "0",
+    }
+    job = PeerWorkload("mindspore_train.py", env, python=mindspore()).start()
+    if job.announced("helper") == "0":
+        job.stop()
+        raise RuntimeError(
+            f"MindSpore forked no monitor helper: {MINDSPORE_SHM / job.announced('shm')} belongs to "
+            "another MindSpore process of this hour"
+        )
+    return job
+
+
+def remove_stale_mindspore_memory() -> None:
+    """MindSpore's shared memory that no process maps any more (a killed job's): MindSpore's advice is
+    to remove it, and while it is there a new job forks no helper."""
+    stale = set(MINDSPORE_SHM.glob(MINDSPORE_SHM_PREFIX + "*"))
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        if not stale:
+            return
+        with contextlib.suppress(OSError):
+            text = maps.read_text()
+            stale = {shm for shm in stale if str(shm) not in text}
+    for shm in stale:
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()

@@ -65,7 +65,7 @@ class Service:
         self.edit(enable=1, **keys)
         wait_until(self.recording, what="recording to start")
         db = self.dbs()[0]
-        wait_until(lambda: rows(db, "SELECT count(*) FROM events")[0][0] >= events, what=f"{events} events")
+        wait_until(lambda: stored_events(db) >= events, what=f"{events} events")
         self.edit(enable=0)
         wait_until(lambda: not self.recording(), what="recording to stop")
         return db
@@ -78,6 +78,16 @@ def rows(db: Path, sql: str) -> List[tuple]:
     # Closed at once: an open reader keeps the -wal file that says the store is still open.
     with contextlib.closing(sqlite3.connect(db)) as conn:
         return conn.execute(sql).fetchall()
+
+
+def stored_events(db: Path) -> int:
+    """Events in the store so far; 0 while the store's first transaction (its tables) is uncommitted."""
+    try:
+        return int(rows(db, "SELECT count(*) FROM events")[0][0])
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
 
 
 def served(job: Workload) -> int:

@@ -24,8 +24,9 @@ class Delivery:
         self._endpoints.pop(host_pid, None)
 
     def send(self, record: ProcessRecord, kind: CommandKind, command_id: str, text: str) -> bool:
-        """True when pushed; otherwise the text waits in the process's outbox."""
-        if not record.accepts_push:
+        """True when pushed; otherwise the text waits in the process's outbox, for the client that
+        polls for *kind* (a framework's helper, in a process whose plugin leaves nputrace to it)."""
+        if not record.runs_itself(kind):
             record.outbox = text
             return False
         self.push(record, kind, command_id, text)

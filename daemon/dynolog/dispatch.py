@@ -67,6 +67,8 @@ class IpcDispatcher:
         except wire.WireError as exc:
             self.counters.malformed += 1
             log.debug("dropped a datagram from pid %d: %s", sender.pid, exc)
+        else:
+            self.counters.handled += 1
 
     # --- registration and polls -------------------------------------------------------------------
 
@@ -76,10 +78,10 @@ class IpcDispatcher:
         record = self._register(
             sender, lambda: self.node.registry.poll(sender.pid, sender.uid, request, sender.address, kind)
         )
-        if record.accepts_push:
-            reply = b""  # the plugin in the same process takes commands by push: one delivery only
-        elif kind is ClientKind.MSMONITOR:
-            reply = self.node.msmonitor.poll(record)
+        if kind is ClientKind.MSMONITOR:
+            reply = self.node.msmonitor.poll(record)  # staged only for what the plugin leaves to it
+        elif record.accepts_push:
+            reply = b""  # the plugin in the same process takes gputrace by push: one delivery only
         else:
             reply = self.node.kineto.poll(record, request.config_type)
         endpoint.send(wire.encode(wire.REQ, reply), sender.address)
@@ -97,15 +99,17 @@ class IpcDispatcher:
         record = self._register(
             sender, lambda: self.node.registry.plugin_hello(sender.pid, sender.uid, hello, sender.address)
         )
-        self.node.delivery.plugin_seen(sender.pid, endpoint)
         ack = wire.Ack(keepalive_s=self.node.registry.keepalive_s, daemon_version=__version__)
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
+        if self.node.registry.is_helper(sender.pid):  # its job's plugin speaks for the process
+            return
+        self.node.delivery.plugin_seen(sender.pid, endpoint)
         self.node.plugin.hello(record, hello)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         wire.Bye.from_payload(datagram.payload)
         record = self.node.registry.get(sender.pid)
-        if record is None:
+        if record is None or self.node.registry.is_helper(sender.pid):  # a helper leaving is not its job
             return
         log.info("process %d left", sender.pid)
         self.node.process_gone(record, "exited")

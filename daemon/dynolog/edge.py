@@ -122,4 +122,5 @@ def process_info(record: ProcessRecord, held_by: str = "") -> pb.ProcessInfo:
         monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
         held_by=held_by,
         service=record.service,
+        helper_pids=sorted(record.helpers),
     )

@@ -36,7 +36,11 @@ class Sender:
 
 @dataclass
 class IpcCounters:
+    """Every datagram read ends in exactly one of handled, malformed or rejected_senders, so
+    ``received == handled + malformed + rejected_senders`` at any moment the loop is not mid-datagram."""
+
     received: int = 0
+    handled: int = 0  # parsed and acted on
     replied: int = 0
     malformed: int = 0
     rejected_senders: int = 0

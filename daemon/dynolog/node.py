@@ -55,7 +55,7 @@ class Node:
             npumonitor=NpuMonitor(delivery),
             plugin=PluginClient(traces, delivery),
             kineto=KinetoClient(traces),
-            msmonitor=MsMonitorClient(registry, traces),
+            msmonitor=MsMonitorClient(traces),
             metrics=Metrics(registry, drops, sinks),
             drops=drops,
             holds=holds,

@@ -2,6 +2,10 @@
 
 A process may reach the daemon through this project's plugin (``mm.hello``), through stock Kineto's
 ``req`` polls, or both; either way it is one record, so it shows once and gets a command once.
+
+torch_npu's and MindSpore's dynamic profilers fork a monitor *helper* that polls through ``IPCMonitor``
+while the training process itself runs the plugin: the helper is folded into its training process's
+record (it is where that process's framework takes commands), so one rank is one record.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ class ProcessRecord:
     uid: int
     ancestors: Tuple[int, ...] = ()  # as the process sees them
     host_ancestors: Tuple[int, ...] = ()  # as the daemon sees them: they differ inside a container
-    parent_job: int = 0  # the registered process that forked this one, when it registered (a helper's job)
     job_id: int = 0
     rank: int = -1
     local_rank: int = -1
@@ -64,6 +67,7 @@ class ProcessRecord:
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
     registered_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.monotonic)
+    helpers: Set[int] = field(default_factory=set)  # host pids of the framework helpers folded in here
 
     def pid_chain(self) -> Tuple[int, ...]:
         """Every pid a ``--pids`` filter may name: itself and its ancestors, in both pid namespaces."""
@@ -72,6 +76,10 @@ class ProcessRecord:
     @property
     def accepts_push(self) -> bool:
         return ClientKind.PLUGIN in self.clients and "push" in self.capabilities
+
+    def runs_itself(self, kind: CommandKind) -> bool:
+        """Whether this project's plugin runs *kind* here (pushed to it; its word on the state counts)."""
+        return self.accepts_push and kind.value in self.capabilities
 
     def can_run(self, kind: CommandKind) -> bool:
         """Whether some client in this process runs *kind*."""
@@ -85,11 +93,28 @@ class ProcessRecord:
 _PULL_CLIENTS = {CommandKind.NPUTRACE: ClientKind.MSMONITOR, CommandKind.GPUTRACE: ClientKind.KINETO}
 
 
-def _orphaned(record: ProcessRecord) -> bool:
-    """A framework's monitor helper (forked by a registered job process, talking msMonitor's contract)
-    whose job has exited: schedulers kill the job, and the helper would poll on for ever."""
-    job = record.parent_job
-    return bool(job) and ClientKind.MSMONITOR in record.clients and not os.path.exists(f"/proc/{job}")
+def _alive(host_pid: int) -> bool:
+    return os.path.exists(f"/proc/{host_pid}")
+
+
+def _cmdline(host_pid: int) -> bytes:
+    try:
+        with open(f"/proc/{host_pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _is_helper_of(record: ProcessRecord, job: ProcessRecord) -> bool:
+    """*record* is a framework's monitor helper forked by *job*: it talks msMonitor's contract without a
+    plugin of its own, its parent is *job*, whose plugin runs, and it was forked, not exec'd (same
+    command line). A launcher's workers are exec'd, so they stay processes of their own."""
+    return (
+        record.clients == {ClientKind.MSMONITOR}
+        and record.host_ancestors[:1] == (job.host_pid,)
+        and ClientKind.PLUGIN in job.clients
+        and _cmdline(record.host_pid) == _cmdline(job.host_pid) != b""
+    )
 
 
 def inner_pid(host_pid: int, claimed: int) -> int:
@@ -116,7 +141,10 @@ class Registry:
         self._contexts: Dict[Tuple[int, int], Set[int]] = {}
         # Set, then replaced, whenever a process registers or changes its backend (imports a framework).
         self.changed = asyncio.Event()
-        # Framework helpers whose training process is gone, still polling: heard no more (while alive).
+        # Framework helpers folded into their training process: helper host pid -> the job's host pid.
+        self._helpers: Dict[int, int] = {}
+        # Helpers whose training process is gone, still polling (schedulers kill the job, and the helper
+        # would poll on for ever): not job processes, heard no more while they live.
         self._orphans: Set[int] = set()
 
     def __len__(self) -> int:
@@ -126,34 +154,68 @@ class Registry:
         return iter(list(self._by_pid.values()))
 
     def get(self, host_pid: int) -> Optional[ProcessRecord]:
-        return self._by_pid.get(host_pid)
+        """The record of *host_pid*, or of the job whose helper it is."""
+        return self._by_pid.get(self._helpers.get(host_pid, host_pid))
 
     def _touch(
         self, host_pid: int, pid: int, uid: int, kind: ClientKind, address: wire.Address
     ) -> ProcessRecord:
-        record = self._by_pid.get(host_pid)
+        record = self.get(host_pid)
         if record is None:
-            ancestors = tuple(identity.ancestors(host_pid))
             record = self._by_pid[host_pid] = ProcessRecord(
                 host_pid=host_pid,
                 pid=inner_pid(host_pid, pid),
                 uid=uid,
-                host_ancestors=ancestors,
-                parent_job=ancestors[0] if ancestors and ancestors[0] in self._by_pid else 0,
+                host_ancestors=tuple(identity.ancestors(host_pid)),
             )
+            record.clients.add(kind)  # what it is decides whether it folds
+            record = self._fold(record)
             self._announce()
-        record.clients.add(kind)
-        record.addresses[kind] = address
+        if host_pid not in self._helpers:  # a helper's hello must not pass for its job's plugin
+            record.clients.add(kind)
+            record.addresses[kind] = address
+        elif kind is ClientKind.MSMONITOR:
+            record.addresses[kind] = address
         record.last_seen = time.monotonic()
         return record
+
+    def _fold(self, record: ProcessRecord) -> ProcessRecord:
+        """Fold a new helper into its registered job, or the registered helpers of a new job into it;
+        the record that stands for the new process."""
+        parent = self._by_pid.get(record.host_ancestors[0]) if record.host_ancestors else None
+        if parent is not None and _is_helper_of(record, parent):
+            self._merge(record, parent)
+            return parent
+        for helper in [r for r in self._by_pid.values() if _is_helper_of(r, record)]:
+            self._merge(helper, record)
+        return record
+
+    def _merge(self, helper: ProcessRecord, job: ProcessRecord) -> None:
+        del self._by_pid[helper.host_pid]
+        self._helpers[helper.host_pid] = job.host_pid
+        job.helpers.add(helper.host_pid)
+        job.clients.add(ClientKind.MSMONITOR)
+        if ClientKind.MSMONITOR in helper.addresses:
+            job.addresses[ClientKind.MSMONITOR] = helper.addresses[ClientKind.MSMONITOR]
+        if job.outbox is None:
+            job.outbox = helper.outbox
+        for pids in self._contexts.values():
+            if helper.host_pid in pids:
+                pids.discard(helper.host_pid)
+                pids.add(job.host_pid)
+        job.context = job.context or helper.context
+        job.devices = job.devices or helper.devices
+
+    def is_helper(self, host_pid: int) -> bool:
+        return host_pid in self._helpers
 
     def poll(
         self, host_pid: int, uid: int, request: wire.KinetoRequest, address: wire.Address, kind: ClientKind
     ) -> ProcessRecord:
         """A ``req``: from stock Kineto, or from an msMonitor client (*kind* says which)."""
         record = self._touch(host_pid, request.pids[0], uid, kind, address)
-        record.job_id = request.job_id
         if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
+            record.job_id = request.job_id
             record.ancestors = tuple(request.pids[1:])
             if record.trace_state is TraceState.UNINITIALIZED:
                 record.trace_state = TraceState.IDLE
@@ -163,6 +225,8 @@ class Registry:
         self, host_pid: int, uid: int, hello: wire.Hello, address: wire.Address
     ) -> ProcessRecord:
         record = self._touch(host_pid, hello.pid, uid, ClientKind.PLUGIN, address)
+        if host_pid in self._helpers:
+            return record
         record.ancestors = tuple(hello.ancestors)
         record.job_id = hello.job_id
         record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
@@ -191,7 +255,8 @@ class Registry:
     def npu_status(record: ProcessRecord, monitor: bool, status: wire.NpuStatus) -> None:
         """Apply msMonitor's status values: -1 Uninitialized, 0 Idle, 1 Running, 2 Ready (trace only)."""
         if monitor:
-            record.monitor_state = _NPU_MONITOR_STATES.get(status.status, record.monitor_state)
+            if not record.runs_itself(CommandKind.NPUMONITOR):  # else the plugin's monitor is the one
+                record.monitor_state = _NPU_MONITOR_STATES.get(status.status, record.monitor_state)
             return
         record.trace_state = _NPU_TRACE_STATES.get(status.status, record.trace_state)
         record.current_step = max(record.current_step, status.current_step)
@@ -202,8 +267,9 @@ class Registry:
     ) -> ProcessRecord:
         """Register a ``ctxt`` (msMonitor's registration)."""
         record = self._touch(host_pid, context.pid, uid, ClientKind.MSMONITOR, address)
+        record.devices = record.devices or (context.device,)  # the framework's npu id
         if ClientKind.PLUGIN not in record.clients:
-            record.job_id, record.devices, record.backend = context.job_id, (context.device,), "msmonitor"
+            record.job_id, record.backend = context.job_id, "msmonitor"
             # msMonitor's init_dyno reports Idle for both right after registering.
             if record.trace_state is TraceState.UNINITIALIZED:
                 record.trace_state = TraceState.IDLE
@@ -211,9 +277,9 @@ class Registry:
                 record.monitor_state = MonitorState.IDLE
         key = (context.job_id, context.device)
         if record.context is not None and record.context != key:  # re-registered elsewhere: move it
-            self._contexts.get(record.context, set()).discard(host_pid)
+            self._contexts.get(record.context, set()).discard(record.host_pid)
         record.context = key
-        self._contexts.setdefault(key, set()).add(host_pid)
+        self._contexts.setdefault(key, set()).add(record.host_pid)
         return record
 
     def peers(self, record: ProcessRecord) -> int:
@@ -230,22 +296,27 @@ class Registry:
             self._forget(host_pid)
 
     def expire(self, now: Optional[float] = None) -> List[ProcessRecord]:
-        """Forget processes that exited, were not heard from within the keep-alive, or are a framework's
-        helper whose training process is gone; returns them."""
+        """Forget processes that exited or were not heard from within the keep-alive; returns them.
+        Their helpers still alive become orphans; a helper that exited leaves its job's record."""
         now = time.monotonic() if now is None else now
-        self._orphans = {pid for pid in self._orphans if os.path.exists(f"/proc/{pid}")}
+        self._orphans = {pid for pid in self._orphans if _alive(pid)}
+        for helper, job in list(self._helpers.items()):
+            if not _alive(helper):
+                self._drop_helper(helper, self._by_pid[job])
         stale = [
-            r
-            for r in self._by_pid.values()
-            if now - r.last_seen > self.keepalive_s
-            or not os.path.exists(f"/proc/{r.host_pid}")
-            or _orphaned(r)
+            r for r in self._by_pid.values() if now - r.last_seen > self.keepalive_s or not _alive(r.host_pid)
         ]
         for record in stale:
-            if _orphaned(record):
-                self._orphans.add(record.host_pid)
             self._forget(record.host_pid)
         return stale
+
+    def _drop_helper(self, helper: int, job: ProcessRecord) -> None:
+        del self._helpers[helper]
+        job.helpers.discard(helper)
+        if not job.helpers:  # nobody polls for the framework any more: stage nothing for it
+            job.clients.discard(ClientKind.MSMONITOR)
+            job.addresses.pop(ClientKind.MSMONITOR, None)
+            job.outbox = None
 
     def is_orphan(self, host_pid: int) -> bool:
         """A helper left polling by a killed job: not a job process, whatever it sends."""
@@ -256,7 +327,11 @@ class Registry:
         self.changed = asyncio.Event()
 
     def _forget(self, host_pid: int) -> None:
-        del self._by_pid[host_pid]
+        record = self._by_pid.pop(host_pid)
+        for helper in record.helpers:
+            del self._helpers[helper]
+            if _alive(helper):
+                self._orphans.add(helper)
         for pids in self._contexts.values():
             pids.discard(host_pid)
         self._contexts = {key: pids for key, pids in self._contexts.items() if pids}

@@ -68,6 +68,7 @@ class DynologService(pb_grpc.DynologServicer):
             response.ipc.CopyFrom(
                 pb.IpcCounters(
                     received=c.received,
+                    handled=c.handled,
                     replied=c.replied,
                     malformed=c.malformed,
                     rejected_senders=c.rejected_senders,

@@ -90,10 +90,6 @@ class TraceStore:
         trace_id = self._by_process.get(host_pid)
         return self._traces.get(trace_id) if trace_id is not None else None
 
-    def holders(self) -> Dict[int, Trace]:
-        """Every process that holds an active trace, with the trace."""
-        return {pid: t for pid, t_id in self._by_process.items() if (t := self._traces.get(t_id))}
-
     def stage(self, trace: Trace, record: ProcessRecord, output: str) -> ProcessTrace:
         process = trace.processes[record.host_pid] = ProcessTrace.of(record, TracePhase.STAGED)
         process.current_step, process.output = record.current_step, output

@@ -54,8 +54,10 @@ def is_active() -> bool:
     return _agent is not None
 
 
-def agent() -> Optional[Agent]:
-    """The running agent, for the plugin's other command sources (``IPCMonitor``)."""
+def running_agent() -> Optional[Agent]:
+    """The running agent, for the plugin's other command sources (``IPCMonitor``).
+
+    Not named ``agent``: importing the submodule ``msmonitor_plugin.agent`` rebinds that name."""
     return _agent
 
 

@@ -37,6 +37,11 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def exec_then_act(module: ModuleType) -> None:
             original_exec(module)
+            # The module is complete, but importlib marks it so only once this returns: what *action*
+            # starts (a registration naming the framework) must already see it as imported.
+            module_spec = getattr(module, "__spec__", None)
+            if module_spec is not None:
+                module_spec._initializing = False
             action(module)
 
         loader.exec_module = exec_then_act  # type: ignore[method-assign]

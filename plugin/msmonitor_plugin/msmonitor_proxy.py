@@ -25,12 +25,15 @@ import msmonitor_plugin
 
 from . import identity, wire
 from .monitor_handler import MonitorHandler
-from .vocabulary import CommandKind, MonitorState, msmonitor_socket_dir
+from .vocabulary import MSMONITOR_SOCKET_DIR_ENV, CommandKind, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 
 POLL_WAIT_S = 0.05  # msMonitor waits 5 x 10 ms for the reply; so do the frameworks' callers
 POLL_INTERVAL_S = 0.1  # at most ten polls a second, however fast the caller loops
+# Each poll refreshes the registration; ctxt and hello again only this often (a restarted daemon
+# learns the device and the rank within it). Every poll resending them tripled a poll's cost.
+REREGISTER_S = 10.0
 MSMONITOR_CAPABILITIES = ["msmonitor", CommandKind.NPUTRACE.value, CommandKind.NPUMONITOR.value]
 _UNINITIALIZED = -1
 
@@ -41,14 +44,18 @@ def daemon_address(env: Mapping[str, str]) -> str:
 
 
 class _Channel:
-    """The helper process's socket: an abstract ``dynoconfigclient<uuid>`` name, as msMonitor binds."""
+    """The helper process's socket: an abstract ``dynoconfigclient<uuid>`` name, as msMonitor binds; a
+    file in ``MSMONITOR_IPC_SOCKET_DIR`` when that is set, so the daemon can answer across network
+    namespaces (a training pod without the host's network shares only that folder with it)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.daemon = daemon_address(env)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # only the daemon may answer
         self.sock.setblocking(False)
-        self.sock.bind(wire.endpoint_address(f"dynoconfigclient{uuid.uuid4()}"))
+        name = f"dynoconfigclient{uuid.uuid4()}"
+        self.address = wire.endpoint_address(name, env.get(MSMONITOR_SOCKET_DIR_ENV, ""))
+        self.sock.bind(self.address)
 
     def send(self, msg_type: str, payload: bytes) -> bool:
         try:
@@ -72,6 +79,9 @@ class _Channel:
 
     def close(self) -> None:
         self.sock.close()
+        if isinstance(self.address, str):
+            with contextlib.suppress(OSError):
+                os.unlink(self.address)
 
 
 class PyDynamicMonitorProxy:
@@ -89,12 +99,14 @@ class PyDynamicMonitorProxy:
                 instance._npu_id = -1
                 instance._lock = threading.Lock()
                 instance._last_poll = 0.0  # monotonic
+                instance._registered_at = 0.0  # monotonic
                 cls._instance = instance
             return cls._instance
 
     _channel: Optional[_Channel]
     _own_monitor: Optional[MonitorHandler]
     _last_poll: float
+    _registered_at: float
     _npu_id: int
     _lock: threading.Lock
 
@@ -131,7 +143,8 @@ class PyDynamicMonitorProxy:
             if channel is None:
                 return ""
             try:
-                self._register()
+                if self._last_poll - self._registered_at >= REREGISTER_S:
+                    self._register()
                 request = wire.KinetoRequest(3, identity.job_id(os.environ), self._pids())
                 if not channel.send(wire.REQ, request.pack()):
                     return ""
@@ -178,7 +191,7 @@ class PyDynamicMonitorProxy:
     def _monitor(self) -> MonitorHandler:
         """The agent's monitor when the agent runs (one monitor per process, whoever commands it);
         else one of our own that reports to msMonitor's data socket."""
-        agent = msmonitor_plugin.agent()
+        agent = msmonitor_plugin.running_agent()
         if agent is not None:
             return agent.monitor
         if self._own_monitor is None:
@@ -187,6 +200,7 @@ class PyDynamicMonitorProxy:
 
     def _register(self) -> None:
         assert self._channel is not None
+        self._registered_at = time.monotonic()
         context = wire.KinetoContext(device=self._npu_id, pid=os.getpid(), job_id=identity.job_id(os.environ))
         self._channel.send(wire.CTXT, context.pack())
         hello = identity.hello(0, MSMONITOR_CAPABILITIES)

@@ -97,6 +97,7 @@ class Reason(enum.Enum):
     START_STEP_PASSED = "its start step has already begun"
     PROCESS_LIMIT = "beyond --process-limit"
     HELD = "another `dyno dynamic` session controls it"
+    FRAMEWORK_CANNOT = "the framework's own profiler there cannot take this trace"
 
 
 # --- defaults: one place for what dyno, the daemon and the plugin assume when a value is not given ---
@@ -129,10 +130,13 @@ def timestamp(ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
 
 
+MSMONITOR_SOCKET_DIR_ENV = "MSMONITOR_IPC_SOCKET_DIR"
+
+
 def msmonitor_socket_dir(env: Mapping[str, str]) -> str:
     """Where msMonitor's ``dynolog.sock`` and ``dynolog_data.sock`` live: ``MSMONITOR_IPC_SOCKET_DIR``,
     else the user's home, for the daemon that serves them and the processes that use them alike."""
-    folder = env.get("MSMONITOR_IPC_SOCKET_DIR") or env.get("HOME")
+    folder = env.get(MSMONITOR_SOCKET_DIR_ENV) or env.get("HOME")
     if folder:
         return folder
     try:

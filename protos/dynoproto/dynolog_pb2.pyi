@@ -45,6 +45,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_NOT_SUPPORTED: _ClassVar[Reason]
     REASON_NPU_TRACE_RUNNING: _ClassVar[Reason]
     REASON_HELD: _ClassVar[Reason]
+    REASON_FRAMEWORK_CANNOT: _ClassVar[Reason]
 
 class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -88,6 +89,7 @@ REASON_PROCESS_LIMIT: Reason
 REASON_NOT_SUPPORTED: Reason
 REASON_NPU_TRACE_RUNNING: Reason
 REASON_HELD: Reason
+REASON_FRAMEWORK_CANNOT: Reason
 TRACE_PHASE_UNSPECIFIED: TracePhase
 TRACE_PHASE_STAGED: TracePhase
 TRACE_PHASE_DELIVERED: TracePhase
@@ -107,18 +109,20 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class IpcCounters(_message.Message):
-    __slots__ = ("received", "replied", "malformed", "rejected_senders", "send_errors")
+    __slots__ = ("received", "replied", "malformed", "rejected_senders", "send_errors", "handled")
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     REPLIED_FIELD_NUMBER: _ClassVar[int]
     MALFORMED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_SENDERS_FIELD_NUMBER: _ClassVar[int]
     SEND_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HANDLED_FIELD_NUMBER: _ClassVar[int]
     received: int
     replied: int
     malformed: int
     rejected_senders: int
     send_errors: int
-    def __init__(self, received: _Optional[int] = ..., replied: _Optional[int] = ..., malformed: _Optional[int] = ..., rejected_senders: _Optional[int] = ..., send_errors: _Optional[int] = ...) -> None: ...
+    handled: int
+    def __init__(self, received: _Optional[int] = ..., replied: _Optional[int] = ..., malformed: _Optional[int] = ..., rejected_senders: _Optional[int] = ..., send_errors: _Optional[int] = ..., handled: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
     __slots__ = ("hostname", "version", "pid", "uptime_s", "ipc_enabled", "ipc_addresses", "processes", "plugin_processes", "kineto_processes", "ipc", "tls", "msmonitor", "dropped")
@@ -186,7 +190,7 @@ class GetVersionResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., api: _Optional[str] = ..., python: _Optional[str] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
-    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state", "held_by", "service")
+    __slots__ = ("pid", "host_pid", "ancestors", "job_id", "rank", "local_rank", "world_size", "devices", "backend", "clients", "hostname", "versions", "plugin_version", "capabilities", "registered_at", "last_seen_s", "uid", "current_step", "trace_state", "monitor_state", "held_by", "service", "helper_pids")
     class VersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +220,7 @@ class ProcessInfo(_message.Message):
     MONITOR_STATE_FIELD_NUMBER: _ClassVar[int]
     HELD_BY_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
+    HELPER_PIDS_FIELD_NUMBER: _ClassVar[int]
     pid: int
     host_pid: int
     ancestors: _containers.RepeatedScalarFieldContainer[int]
@@ -238,7 +243,8 @@ class ProcessInfo(_message.Message):
     monitor_state: MonitorState
     held_by: str
     service: str
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ..., service: _Optional[str] = ...) -> None: ...
+    helper_pids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ..., service: _Optional[str] = ..., helper_pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
     __slots__ = ("job_id",)

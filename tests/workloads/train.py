@@ -2,11 +2,13 @@
 
 Prints ``ready pid=N`` once torch is imported and the first step ran, then trains until its stdin
 closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
-``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work
+``--import MODULE`` imports a framework extension after torch, as a user's script does
+(``import torch_npu``). ``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work
 took (the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
 """
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -23,7 +25,10 @@ parser.add_argument("--ignore-stdin", action="store_true", help="run --max-steps
 parser.add_argument(
     "--resource-tracker", action="store_true", help="start multiprocessing's resource tracker (a helper)"
 )
+parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
 args = parser.parse_args()
+for module in args.imports:
+    importlib.import_module(module)
 if args.resource_tracker:  # as MindSpore does: a spawn-context semaphore starts the tracker process
     import multiprocessing
 

@@ -1,22 +1,23 @@
 """msMonitor's contract (torch_npu and MindSpore through ``IPCMonitor``): a helper process polls with
 ``req`` and takes any staged command at once; the training process reports its trace in status structs
-(``npuTraceStatus``: Ready 2, Running 1, then Idle 0; -1 when its monitor process left)."""
+(``npuTraceStatus``: Ready 2, Running 1, then Idle 0; -1 when its monitor process left). The training
+process reports at most once a second, so a short window may go from Ready straight to Idle."""
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Tuple
 
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import TracePhase
 
-from ..registry import ProcessRecord, Registry
+from ..registry import ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceStore, framework_outputs
 from . import outbox
 
 
 class MsMonitorClient:
-    def __init__(self, registry: Registry, traces: TraceStore) -> None:
-        self._registry = registry
+    def __init__(self, traces: TraceStore) -> None:
         self._traces = traces
 
     def poll(self, record: ProcessRecord) -> bytes:
@@ -29,25 +30,50 @@ class MsMonitorClient:
         trace, process = found
         process.current_step = status.current_step
         if status.status in (1, 2):
-            process.start_step, process.stop_step = status.start_step, status.stop_step
+            self._window(record, process, status)
             phase = TracePhase.RUNNING if status.status == 1 else TracePhase.READY
             return self._traces.set_phase(trace, process, phase)
-        if status.status == 0 and process.phase == TracePhase.RUNNING:
-            process.files[:] = framework_outputs(process.output, trace.created_at)
-            return self._traces.set_phase(trace, process, TracePhase.FINISHED)
+        if status.status == 0 and self._over(trace, process):
+            self._window(record, process, status)
+            return self._ended(trace, process)
         if status.status == -1:
             process.error = (
                 "the framework's monitor process left (status Uninitialized) before the trace finished"
             )
             self._traces.set_phase(trace, process, TracePhase.FAILED)
 
+    @staticmethod
+    def _over(trace: Trace, process: ProcessTrace) -> bool:
+        """Idle again after the trace started. The status is sent at most once a second, so a window of
+        a few short steps runs between two reports: Running (and Ready, which MindSpore never sends)
+        may never show. Idle after delivery means it is over only once the framework's files show."""
+        if process.phase in (TracePhase.READY, TracePhase.RUNNING):
+            return True
+        delivered = process.phase == TracePhase.DELIVERED
+        return delivered and bool(framework_outputs(process.output, trace.created_at))
+
+    @staticmethod
+    def _window(record: ProcessRecord, process: ProcessTrace, status: wire.NpuStatus) -> None:
+        """The window as [start, stop): torch_npu reports it so, MindSpore reports its last step."""
+        if 0 <= status.start_step <= status.stop_step:
+            closed = record.backend == "mindspore"
+            process.start_step, process.stop_step = status.start_step, status.stop_step + closed
+
     def _pulled_trace_of(self, record: ProcessRecord) -> Optional[Tuple[Trace, ProcessTrace]]:
-        """torch_npu polls from a helper process but reports from the training process, its parent:
-        the trace taken by a process's helper is that process's trace."""
-        for host_pid, trace in self._traces.holders().items():
-            if host_pid not in trace.pulled:
-                continue
-            taker = self._registry.get(host_pid)
-            if host_pid == record.host_pid or (taker is not None and record.host_pid in taker.host_ancestors):
-                return trace, trace.processes[host_pid]
-        return None
+        """The trace this process's framework took: torch_npu polls from a helper process but reports
+        from the training process; the registry folds the helper into it, so both are one record."""
+        trace = self._traces.active(record.host_pid)
+        if trace is None or record.host_pid not in trace.pulled:
+            return None
+        return trace, trace.processes[record.host_pid]
+
+    def _ended(self, trace: Trace, process: ProcessTrace) -> None:
+        process.files[:] = framework_outputs(process.output, trace.created_at)
+        if process.files:
+            return self._traces.set_phase(trace, process, TracePhase.FINISHED)
+        process.error = (
+            f"the framework went back to Idle at step {process.current_step} without writing under "
+            f"{os.path.dirname(process.output.rstrip('/'))} (it dropped the config: see its own log)"
+        )
+        self._traces.set_phase(trace, process, TracePhase.FAILED)
+

@@ -29,7 +29,9 @@ class PluginClient:
                 self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
             return
         staged = trace.processes[record.host_pid].phase == TracePhase.STAGED
-        if staged and record.accepts_push:  # the push may have been lost; the plugin ignores repeats
+        # The push may have been lost; the plugin ignores repeats. A trace staged for the framework's
+        # helper (the plugin leaves nputrace to torch_npu) is not the plugin's to take.
+        if staged and record.runs_itself(trace.kind):
             self._delivery.push(record, trace.kind, trace.trace_id, trace.config[record.host_pid])
 
     def _ended(self, trace_id: str, record: ProcessRecord) -> bool:

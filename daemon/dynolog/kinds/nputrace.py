@@ -27,11 +27,25 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
     def refuse(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> Optional[Reason]:
         if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
             return Reason.START_STEP_PASSED
+        if _mindspore_takes_it(record) and not _step_window(request):
+            return Reason.FRAMEWORK_CANNOT
         return None
 
+    def explain(self, reason: Reason, record: ProcessRecord) -> str:
+        if reason is Reason.FRAMEWORK_CANNOT:
+            return (
+                "MindSpore's dynamic profiler traces step windows only, and ignores any other config "
+                "without a word: give --start-step N (a step still to come) and --iterations"
+            )
+        return super().explain(reason, record)
+
     def expected_output(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> str:
+        log_file = request.log_file.rstrip("/")
+        if _mindspore_takes_it(record):  # a closed window: rank{R}_start{S}_stop{E}
+            stop = request.start_step + request.iterations - 1
+            return f"{log_file}/rank{record.rank}_start{request.start_step}_stop{stop}/"
         host = record.hostname or self.hostname
-        return f"{request.log_file.rstrip('/')}/{host}_{record.pid}_<timestamp>_<backend>/"
+        return f"{log_file}/{host}_{record.pid}_<timestamp>_<backend>/"
 
     def text(self, request: pb.NpuTraceRequest) -> str:
         r = request
@@ -76,3 +90,12 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
                 "PROFILE_RANK_LIST": list(r.targets.ranks),
             },
         )
+
+
+def _mindspore_takes_it(record: ProcessRecord) -> bool:
+    """MindSpore's own profiler will run the trace (through its monitor helper), not the plugin."""
+    return record.backend == "mindspore" and not record.runs_itself(CommandKind.NPUTRACE)
+
+
+def _step_window(request: pb.NpuTraceRequest) -> bool:
+    return request.iterations > 0 and request.start_step >= 0

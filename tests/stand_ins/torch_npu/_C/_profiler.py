@@ -1,0 +1,13 @@
+"""STAND-IN for ``torch_npu._C._profiler``: the names the dynamic profiler's config parser imports."""
+
+import enum
+
+
+class ProfilerActivity(enum.Enum):
+    CPU = 0
+    NPU = 1
+
+
+class _ExperimentalConfig:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
