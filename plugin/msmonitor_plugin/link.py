@@ -59,6 +59,9 @@ class DaemonLink:
         if isinstance(self.address, str):
             os.chmod(self.address, 0o600)
         self._wake_r, self._wake_w = socket.socketpair()
+        # Never block a waker: while the thread drains a flood it reads no wake bytes, and a full pair
+        # already guarantees it wakes. Blocking, the link thread (and stop() at exit) hung in _wake.
+        self._wake_w.setblocking(False)
         self._stopping = False
         self._next_hello = 0.0  # monotonic deadline of the next heartbeat
         self._thread = threading.Thread(target=self._run, name="msmonitor-link", daemon=True)

@@ -11,7 +11,7 @@ from unittest import mock
 
 from IPCMonitor import PyDynamicMonitorProxy
 from msmonitor_plugin import wire
-from msmonitor_plugin.msmonitor_proxy import POLL_INTERVAL_S, POLL_WAIT_S
+from msmonitor_plugin.msmonitor_proxy import POLL_INTERVAL_S, POLL_WAIT_S, _Channel
 
 
 class ProxyTest(unittest.TestCase):
@@ -45,9 +45,17 @@ class ProxyTest(unittest.TestCase):
         self.assertTrue(self.proxy.init_dyno(3))
         ctxt, sender = self.receive(wire.CTXT)
         self.assertEqual(wire.KinetoContext.unpack(ctxt.payload), wire.KinetoContext(3, os.getpid(), 77))
-        self.assertTrue(sender.startswith(b"\0dynoconfigclient"), "msMonitor's abstract client name")
+        # msMonitor's client name, as a file in the socket folder: the daemon may sit in another netns.
+        self.assertEqual(os.path.dirname(sender), self.dir.name)
+        self.assertTrue(os.path.basename(sender).startswith("dynoconfigclient"), sender)
         status = wire.NpuStatus.unpack(self.receive(wire.NPU_TRACE_STATUS)[0].payload)
         self.assertEqual((status.status, status.pid), (0, os.getpid()))
+
+    def test_without_a_socket_folder_the_client_name_is_abstract_as_msmonitors(self):
+        channel = _Channel({"HOME": self.dir.name})
+        self.addCleanup(channel.close)
+        self.assertTrue(channel.address.startswith(b"\0dynoconfigclient"), channel.address)
+        self.assertEqual(channel.daemon, os.path.join(self.dir.name, wire.MSMONITOR_CONTROL_SOCKET))
 
     def test_poll_returns_the_config_and_skips_other_replies(self):
         self.proxy.init_dyno(0)

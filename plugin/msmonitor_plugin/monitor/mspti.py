@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import threading
@@ -78,13 +79,20 @@ _libraries: Dict[str, MsptiLibrary] = {}
 _libraries_lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1)
+def _found_by_the_system() -> str:
+    """``find_library``'s answer, asked once per process: it runs ldconfig, gcc and ld as subprocesses
+    (on the link thread), which capped a machine without MSPTI at a few npu-monitor starts a second."""
+    return ctypes.util.find_library("mspti") or ""
+
+
 def load_library(explicit: Optional[str] = None, env: Mapping[str, str] = os.environ) -> MsptiLibrary:
     """The MSPTI library, loaded once per path. Raises MsptiError naming every place tried."""
     tried: List[str] = []
     paths = candidates(explicit, env)
     if len(paths) > 1 or paths == [LIB_NAME]:
         # find_library may run ldconfig: only as the last resort, and only without an explicit choice.
-        paths.append(ctypes.util.find_library("mspti") or "")
+        paths.append(_found_by_the_system())
     with _libraries_lock:
         for path in filter(None, paths):
             if path in _libraries:
