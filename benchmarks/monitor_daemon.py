@@ -24,8 +24,25 @@ which the top 10 per kind are reported — ~5 KB of JSON, one chunk. The phases,
 Afterwards every report is accounted for: the processes stop, then the benchmark sends one more report
 and waits until the watcher has it — the daemon has then handled everything before it — and compares
 the datagrams the processes sent with those the daemon received (``ipc.received``) and counted
-malformed, each process's latest report as the daemon keeps it with the last one it sent and, with
-sinks, Prometheus's ``msmonitor_records_total`` and the JSONL lines with what was sent. A short
+malformed, and each process's latest report as the daemon keeps it with the last one it sent.
+
+Then, per destination, reports delivered against reports produced, and those the daemon counted as
+dropped (``GetStatus().dropped``, the counters ``dyno status`` shows): produced - delivered - dropped is
+what a destination lost unseen, and should be 0. Delivered is read at each destination's output:
+
+* WatchMetrics stream — the messages the benchmark's client read; produced: the reports the processes
+  sent while it watched (and the daemon's own count of reports it handed to the stream); dropped:
+  ``watch_queue``;
+* with sinks, produced is the daemon's count of reports received whole
+  (``dynolog_monitor_reports_total{stage="received"}``), once the sink thread has worked through its
+  queue; dropped: ``sink_queue`` (all sinks lose the report) plus ``sink_error:<Sink>``;
+* Prometheus — each process's ``msmonitor_records_total`` divided by the records in one of its reports;
+* JSONL log — the lines in ``dynolog_metrics.jsonl*`` (after the daemon stopped); when rotation has
+  deleted a file, the sink's own count (``stage="sink:JsonlSink"``) instead;
+* TensorBoard — the events in the event files' host runs (one per report), after the daemon stopped
+  and closed them.
+
+The sinks' own counts (``sink:<Sink>``) are kept beside the measured ones in the JSON. A short
 in-process part times the daemon's handling of one report (``IpcDispatcher.dispatch``) and each sink's
 ``emit``, to say where the time goes. Every process started here is stopped on the way out.
 """
@@ -361,8 +378,11 @@ class Observer:
     def sample(self) -> Sample:
         return Sample(time.monotonic(), cpu_seconds(self.pid), cpu_schedstat_s(self.pid), self.watched)
 
+    def status(self) -> Any:
+        return self.stub.GetStatus(self.pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+
     def counters(self) -> Any:
-        return self.stub.GetStatus(self.pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S).ipc
+        return self.status().ipc
 
     def time_status(self) -> float:
         t0 = time.perf_counter()
@@ -425,17 +445,72 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def records_total(port: int) -> float:
+@dataclass
+class Scrape:
+    records: Dict[str, float]  # rank label -> msmonitor_records_total, all kinds and devices
+    reports: Dict[str, float]  # dynolog_monitor_reports_total by stage
+    dropped: Dict[str, float]  # dynolog_dropped_total by where
+
+
+def scrape(port: int) -> Scrape:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    out = Scrape({}, {}, {})
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "msmonitor_records_total":
+                rank = sample.labels["rank"]
+                out.records[rank] = out.records.get(rank, 0.0) + sample.value
+            elif sample.name == "dynolog_monitor_reports_total":
+                out.reports[sample.labels["stage"]] = sample.value
+            elif sample.name == "dynolog_dropped_total":
+                out.dropped[sample.labels["where"]] = sample.value
+    return out
+
+
+SINKS = {"jsonl": "JsonlSink", "tensorboard": "TensorBoardSink", "prometheus": "PrometheusSink"}
+
+
+def sinks_settled(port: int, timeout: float) -> Scrape:
+    """The scrape once every sink has taken or dropped every report received (the sink thread works
+    through its queue after the IPC has gone quiet); the last scrape if that takes too long."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = scrape(port)
+        received = now.reports.get("received", 0)
+        done = all(
+            now.reports.get(f"sink:{name}", 0)
+            + now.dropped.get("sink_queue", 0)
+            + now.dropped.get(f"sink_error:{name}", 0)
+            >= received
+            for name in SINKS.values()
+        )
+        if done or time.monotonic() > deadline:
+            return now
+        time.sleep(0.2)  # polling another process's counters
+
+
+def tensorboard_reports(log_dir: Path) -> int:
+    """Reports in the TensorBoard event files: each report is one event in its process's host run."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
     return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "msmonitor_records"
-        for s in family.samples
-        if s.name == "msmonitor_records_total"
+        1
+        for path in (log_dir / "device_host").rglob("events.out.tfevents.*")
+        for event in EventFileLoader(str(path)).Load()
+        if event.HasField("summary")
     )
+
+
+def delivery(produced: float, delivered: float, dropped: float, how: str) -> Dict[str, Any]:
+    return {
+        "produced": produced,
+        "delivered": delivered,
+        "dropped": dropped,
+        "lost_unseen": produced - delivered - dropped,
+        "delivered_is": how,
+    }
 
 
 def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, Any]:
@@ -509,17 +584,20 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
         obs.start_watch()
         if not any(obs.wait_probe(send_probe(), 0.5) for _ in range(20)):
             raise RuntimeError("the WatchMetrics stream saw none of the probe reports")
+        unwatched_probes = len(probe_seqs) - 2  # those sent before the stream saw the first
         paced(SYNCED_WATCHED, paced_s * 0.3)
         flood(WATCHED, flood_s)
         say("accounting")
         f.phase.value = STOP
         sent = collect(f.results, n)  # each sender's last datagram is in the daemon's socket by now
         watch_complete = obs.wait_probe(send_probe(), 60.0)
-        final = obs.counters()
         latest = obs.latest()
-        prometheus = records_total(prom_port) if with_sinks else 0.0
+        prometheus = sinks_settled(prom_port, 120.0) if with_sinks else None
+        status = obs.status()
+        final, dropped = status.ipc, dict(status.dropped)
         f.phase.value = EXIT
         memory["end"] = proc_status(obs.pid)
+        torch_loaded = has_torch(obs.pid)  # now: with sinks, the daemon is stopped below
 
         totals = {
             name: {
@@ -554,25 +632,72 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
             "processes_in_latest": len(latest),
             "latest_is_last_sent": sum(latest.get(f.pid_of[r]) == t for r, t in total_reports.items()),
         }
+        accounting["dropped"] = dropped
+
+        # Per destination: the reports it should have had, those found at its output, those the daemon
+        # counted as dropped on the way; what is left was lost unseen.
+        deliveries: Dict[str, Dict[str, Any]] = {}
+        whole = [(totals[p]["datagrams"]) / f.chunks_per_report for p in ("synced_watched", "watched")]
+        deliveries["watch"] = delivery(
+            sum(whole) + probes - unwatched_probes,
+            obs.watched + len(obs._probes),
+            dropped.get("watch_queue", 0),
+            "messages the WatchMetrics client read; should have: reports sent while it watched",
+        )
         if with_sinks:
+            assert prometheus is not None
             expected = sum(total_reports[r] * f.records_of[r] for r in total_reports) + probes * probe.records
-            accounting["prometheus_records_total"] = prometheus
+            accounting["prometheus_records_total"] = sum(prometheus.records.values())
             accounting["records_sent"] = expected
+            accounting["daemon_report_counts"] = prometheus.reports
+            deliveries["watch"]["daemon_handed_to_streams"] = prometheus.reports.get("watch", 0)
+            received = prometheus.reports.get("received", 0)
+            accounting["reports_sent"] = sum(total_reports.values()) + probes
+            sink_lost = {
+                name: dropped.get("sink_queue", 0) + dropped.get(f"sink_error:{name}", 0)
+                for name in SINKS.values()
+            }
+            # Prometheus: each process's records_total over the records of one of its reports.
+            per_report = {str(r): f.records_of[r] for r in total_reports}
+            per_report[f"pid{os.getpid()}"] = probe.records
+            deliveries["prometheus"] = delivery(
+                received,
+                sum(total / per_report[rank] for rank, total in prometheus.records.items()),
+                sink_lost["PrometheusSink"],
+                "msmonitor_records_total of each process / records in one of its reports",
+            )
+            daemon.stop()  # the sinks write what is queued and close their files
             jsonl = sorted(daemon.log_file.parent.glob("dynolog_metrics.jsonl*"))
             accounting["jsonl_files"] = len(jsonl)
             accounting["jsonl_lines"] = sum(sum(1 for _ in p.open("rb")) for p in jsonl)
-            accounting["reports_sent"] = sum(total_reports.values()) + probes
+            # Rotation deletes only the oldest of five backups: while there is no .5, every line is on disk.
+            rotated_away = any(p.name.endswith(".5") for p in jsonl)
+            deliveries["jsonl"] = delivery(
+                received,
+                prometheus.reports.get("sink:JsonlSink", 0) if rotated_away else accounting["jsonl_lines"],
+                sink_lost["JsonlSink"],
+                "the sink's own count (rotation deleted files)" if rotated_away else "lines in the files",
+            )
             accounting["tensorboard_event_files"] = len(list((tmp / "tb").rglob("events.out.tfevents.*")))
+            deliveries["tensorboard"] = delivery(
+                received,
+                tensorboard_reports(tmp / "tb"),
+                sink_lost["TensorBoardSink"],
+                "events in the files' host runs (one per report)",
+            )
+            for key, name in SINKS.items():
+                deliveries[key]["daemon_count"] = prometheus.reports.get(f"sink:{name}", 0)
         return {
             "sinks": with_sinks,
             "daemon_start_s": started_s,
-            "torch_in_daemon": has_torch(obs.pid),
+            "torch_in_daemon": torch_loaded,
             "report_bytes": f.report_bytes,
             "chunks_per_report": f.chunks_per_report,
             "windows": windows,
             "memory_kib": memory,
             "sent": totals,
             "accounting": accounting,
+            "deliveries": deliveries,
         }
     raise AssertionError("unreachable")
 
@@ -632,6 +757,12 @@ def in_process(reports: int) -> Dict[str, float]:
 # --- the table --------------------------------------------------------------------------------------
 
 
+DESTINATIONS = {
+    "jsonl": "JSONL log",
+    "tensorboard": "TensorBoard",
+    "prometheus": "Prometheus",
+    "watch": "WatchMetrics stream",
+}
 MSMONITOR_INGEST = "~1 000 data msgs/s (1 ms poll loop; derived)"
 MSMONITOR_RETRY = "client: 5 retries from 1 ms, then dropped"
 
@@ -670,6 +801,11 @@ def figures_of(runs: Dict[str, Dict[str, Any]], emit: Dict[str, float], n: int) 
         add("RSS after the 1 s interval (VmRSS)", mem["synced"]["VmRSS"] / 1024, "MiB")
         add("RSS peak (VmHWM, at the end)", mem["end"]["VmHWM"] / 1024, "MiB")
         add("threads", mem["synced"]["Threads"])
+        for key, d in r["deliveries"].items():
+            dest = DESTINATIONS[key]
+            add(f"{dest}: reports delivered", d["delivered"], f"of {d['produced']:.0f}")
+            add(f"{dest}: reports dropped (the daemon's count)", d["dropped"])
+            figs.append(Figure(f"{label}: {dest}: reports lost unseen", d["lost_unseen"], "", "<= 0"))
     figs += [Figure(f"in-process, per report: {k}", v, "µs") for k, v in emit.items()]
     return figs
 

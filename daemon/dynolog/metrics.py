@@ -14,13 +14,21 @@ from typing import Dict, Optional, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import ChunkAssembler, KindStat, NameStat, Report, ReportError
+from msmonitor_plugin.monitor.records import HOST, Kind
+from msmonitor_plugin.monitor.report import (
+    MAX_DEVICE,
+    ChunkAssembler,
+    KindStat,
+    NameStat,
+    Report,
+    ReportError,
+)
 
 from . import targeting
 from .drops import Drops
 from .registry import ProcessRecord, Registry
 from .sinks import ProcessLabels, Sinks, SinkWorker
+from .sinks.prometheus import PrometheusSink
 
 MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
 
@@ -42,6 +50,14 @@ class Metrics:
         self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
         self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
         drops.source(lambda: {"partial_reports": sum(a.incomplete for a in self._assemblers.values())})
+        # Reports received whole, and those handed to watch streams (one per stream); with the sinks'
+        # own counts and the drops, every report is accounted for (Prometheus:
+        # dynolog_monitor_reports_total{stage}).
+        self._received = 0
+        self._watched = 0
+        for sink in self._sinks.sinks.sinks:
+            if isinstance(sink, PrometheusSink):
+                sink.daemon_reports = self.report_counts
 
     # --- what processes tell us -----------------------------------------------------------------
 
@@ -65,10 +81,14 @@ class Metrics:
                 int(d["duration"]),
                 int(d["timestamp"]),
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise wire.WireError(f"data message does not parse: {exc}") from None
+            domain = d.get("domain")
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError, AttributeError) as exc:
+            raise wire.WireError(f"data message does not parse: {exc!r}") from None
         device = -1 if device >= 2**31 else device  # msMonitor sends the host as an unsigned -1
-        top = [NameStat(str(d.get("name", kind.label)), 1, duration, d.get("domain"))]
+        # Checked as a report's chunk is: what is kept must fit the gRPC fields that serve it.
+        if not (HOST <= device <= MAX_DEVICE and 0 <= duration < 2**64 and -(2**63) <= stamp < 2**63):
+            raise wire.WireError(f"data message out of range: device {device}, {duration} ns at {stamp}")
+        top = [NameStat(str(d.get("name", kind.label)), 1, duration, None if domain is None else str(domain))]
         stat = KindStat(kind, device, 1, duration, duration, duration, top=top, distinct=1)
         self._publish(record, Report(0, record.pid, "msmonitor", stamp, stamp, 0, kinds=[stat]))
 
@@ -95,7 +115,15 @@ class Metrics:
     def close(self) -> None:
         self._sinks.close()
 
+    def report_counts(self) -> Dict[str, int]:
+        """``received`` (whole reports), ``watch`` (handed to watch streams), ``sink:<Sink>`` (written)."""
+        counts = {"received": self._received, "watch": self._watched}
+        for name, n in dict(self._sinks.sinks.delivered).items():  # a copy: the sink thread adds to it
+            counts[f"sink:{name}"] = n
+        return counts
+
     def _publish(self, record: ProcessRecord, report: Report) -> None:
+        self._received += 1
         self._latest[record.host_pid] = (record, report)
         if self._watchers:
             message = to_proto(record, report, self._hostname)
@@ -104,6 +132,7 @@ class Metrics:
                     queue.get_nowait()
                     self._drops.add("watch_queue")
                 queue.put_nowait(message)
+                self._watched += 1
         self._sinks.emit(labels_of(record, self._hostname), report)
 
 

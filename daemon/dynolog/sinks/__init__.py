@@ -49,10 +49,14 @@ class Sinks:
     def __init__(self, sinks: Sequence[Sink]) -> None:
         self.sinks = list(sinks)
         self.errors: Dict[str, int] = {}
+        # Reports each sink took without an error: beside the drops, this says that none went unseen.
+        self.delivered: Dict[str, int] = {}
 
     def emit(self, process: ProcessLabels, report: Report) -> None:
         for sink in self.sinks:
-            self._guard(sink, "emit", lambda s=sink: s.emit(process, report))
+            if self._guard(sink, "emit", lambda s=sink: s.emit(process, report)):
+                name = type(sink).__name__
+                self.delivered[name] = self.delivered.get(name, 0) + 1
 
     def forget(self, process: ProcessLabels) -> None:
         """The process left: sinks that keep per-process state drop it."""
@@ -65,13 +69,15 @@ class Sinks:
         for sink in self.sinks:
             self._guard(sink, "close", sink.close)
 
-    def _guard(self, sink: Sink, what: str, action: object) -> None:
+    def _guard(self, sink: Sink, what: str, action: object) -> bool:
         name = type(sink).__name__
         try:
             action()  # type: ignore[operator]
+            return True
         except Exception:
             self.errors[name] = self.errors.get(name, 0) + 1
             log.exception("%s.%s failed", name, what)
+            return False
 
 
 class SinkWorker:

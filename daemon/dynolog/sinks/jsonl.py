@@ -24,11 +24,18 @@ def beside(log_file: Path) -> Path:
     return log_file.with_name(DEFAULT_NAME)
 
 
+class _Handler(logging.handlers.RotatingFileHandler):
+    def handleError(self, record: logging.LogRecord) -> None:
+        # logging's own handleError prints to stderr and carries on: a line that was not written (a
+        # full disk) would be lost unseen. Raised, the sinks count it as this sink's error.
+        raise  # called from the except block of emit(): re-raises its exception
+
+
 class JsonlSink:
     def __init__(self, path: Path, max_bytes: int = 10 * 1024 * 1024, backups: int = 5) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._handler = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups)
+        self._handler = _Handler(path, maxBytes=max_bytes, backupCount=backups)
         self._handler.setFormatter(logging.Formatter("%(message)s"))
         # A logger of its own that writes only to this file (not to the daemon's log).
         self._log = logging.Logger(f"dynolog.metrics.{id(self)}")

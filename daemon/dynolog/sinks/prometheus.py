@@ -18,6 +18,10 @@ metric                                     type     value
 ``msmonitor_dropped_total``                counter  ``host, job, rank, reason``: records lost
 ``msmonitor_report_timestamp_seconds``     gauge    ``host, job, rank``: end of the last interval
 ``dynolog_dropped_total``                  counter  ``where``: what the daemon itself dropped
+``dynolog_monitor_reports_total``          counter  ``stage``: reports the daemon received whole
+                                                    (``received``), handed to watch streams
+                                                    (``watch``, one per stream) and each sink took
+                                                    (``sink:<Sink>``)
 =========================================  =======  ==============================================
 
 Names are limited to the top N (default 10) of the last report to bound cardinality; marker names are
@@ -68,6 +72,15 @@ class _ReportCollector(Collector):
             for where, n in sorted(self.sink.daemon_drops().items()):
                 dropped.add_metric([where], n)
             families.append(dropped)
+        if self.sink.daemon_reports is not None:
+            reports = CounterMetricFamily(
+                "dynolog_monitor_reports",
+                "Monitor reports received, and taken by each destination",
+                labels=["stage"],
+            )
+            for stage, n in sorted(self.sink.daemon_reports().items()):
+                reports.add_metric([stage], n)
+            families.append(reports)
         return families
 
 
@@ -130,6 +143,7 @@ class PrometheusSink:
     def __init__(self, address: str = "127.0.0.1", port: Optional[int] = 9464, top_n: int = 10) -> None:
         self.top_n = top_n
         self.daemon_drops: Optional[Callable[[], Dict[str, int]]] = None  # the daemon's own drop counts
+        self.daemon_reports: Optional[Callable[[], Dict[str, int]]] = None  # and where reports went
         self.registry = CollectorRegistry(auto_describe=False)
         self._lock = threading.Lock()
         self._processes: Dict[Tuple[str, int], _Process] = {}
