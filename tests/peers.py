@@ -68,7 +68,7 @@ def torch_npu_python() -> Path:
     target = PEERS / "torch_npu-python"
     shutil.rmtree(target, ignore_errors=True)  # rebuilt each session: the stand-ins may have changed
     shutil.copytree(published, target)
-    shutil.copytree(STAND_INS, target, dirs_exist_ok=True)
+    shutil.copytree(STAND_INS / "torch_npu", target / "torch_npu", dirs_exist_ok=True)
     return target
 
 

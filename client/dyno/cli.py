@@ -71,11 +71,16 @@ class Flag(NamedTuple):
 
 
 class Command(NamedTuple):
-    """A subcommand: its flags, and ``run``, whose docstring is its help (the first line, its summary)."""
+    """A subcommand: its flags, and ``run``, whose docstring is its help (the first line, its summary).
+
+    ``across`` runs it on every host of ``--hosts``, ``--hostfile`` or ``--slurm-job`` (dyno.fanout);
+    a command without one works with one daemon, or none.
+    """
 
     name: str
     run: Run
     flags: Tuple[Flag, ...] = ()
+    across: Optional[Run] = None
 
     @property
     def help(self) -> str:
@@ -164,6 +169,14 @@ TARGETING = (
     ),
 )
 WAIT_TIMEOUT = Flag("--wait-timeout", None, float, 600.0, "seconds --wait waits at most")
+SYNC = Flag(
+    "--sync",
+    None,
+    bool,
+    False,
+    "with --hosts: start a time-based trace at one instant on every host (sets --profile-start-time "
+    "from the round trips to the hosts; the answer states it)",
+)
 
 
 # --- from flags to requests ---------------------------------------------------------------------------
@@ -269,7 +282,19 @@ def dispatch(
         given = {
             f.field: getattr(parsed, f.dest) for f in global_flags if f.field and hasattr(parsed, f.dest)
         }
-        entry.run(target._replace(**given), parsed)
+        _run(prog, entry, target._replace(**given), parsed)
+
+
+def _run(prog: str, command: Command, target: Target, args: argparse.Namespace) -> None:
+    if not target.fans_out:
+        command.run(target, args)
+    elif command.across is not None:
+        command.across(target, args)
+    else:
+        raise CliError(
+            f"'{prog}' works with one daemon (or none): --hosts, --hostfile and --slurm-job do not apply",
+            EXIT_USAGE,
+        )
 
 
 def _parser(prog: str, description: str, usage: str, epilog: Optional[str] = None) -> Parser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
@@ -40,9 +41,20 @@ def client_material(target: Target) -> Material:
 def open_channel(target: Target) -> grpc.Channel:
     if not target.tls:
         return grpc.insecure_channel(target.address)
+    return grpc.secure_channel(target.address, credentials(target))
+
+
+def credentials(target: Target) -> grpc.ChannelCredentials:
+    """The target's TLS credentials, read and checked once per process however many hosts use them."""
+    return _credentials(target.certs_dir, target.key_password_file)
+
+
+@functools.lru_cache(maxsize=None)
+def _credentials(certs_dir: Optional[str], key_password_file: Optional[str]) -> grpc.ChannelCredentials:
     from dynocerts.tls import channel_credentials  # cryptography, as in client_material
 
-    return grpc.secure_channel(target.address, channel_credentials(client_material(target)))
+    material = client_material(Target(certs_dir=certs_dir, key_password_file=key_password_file))
+    return channel_credentials(material)
 
 
 @contextlib.contextmanager
@@ -59,25 +71,46 @@ def connect(target: Target) -> Iterator[pb_grpc.DynologStub]:
 
 def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
     code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-    detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    detail = (exc.details() if isinstance(exc, grpc.Call) else str(exc)) or ""
+    reason = unreachable_reason(target, code, detail)
     if code is grpc.StatusCode.UNAVAILABLE:
-        transport = transport_failure(target, detail or "")
+        transport = transport_failure(target, detail)
         if transport is not None:
-            return CliError(f"cannot reach dynolog at {target.address}: {transport}", EXIT_UNREACHABLE)
+            return CliError(
+                f"cannot reach dynolog at {target.address}: {transport}", EXIT_UNREACHABLE, reason
+            )
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return CliError(
             f"cannot reach dynolog at {target.address}: {detail}\n"
             f"Check that the daemon runs on {target.hostname} (dynolog --port {target.port}), that the port "
             "is reachable from here, and that --certs-dir matches the daemon's.",
             EXIT_UNREACHABLE,
+            reason,
         )
     if code is grpc.StatusCode.UNAUTHENTICATED:
         return CliError(
             f"dynolog at {target.address} refused this client: {detail}\n"
             "Ask whoever runs the CA for a new client certificate.",
             EXIT_UNREACHABLE,
+            reason,
         )
     return CliError(f"dynolog at {target.address} answered {code.name}: {detail}", EXIT_FAILED)
+
+
+def unreachable_reason(target: Target, code: grpc.StatusCode, detail: str) -> str:
+    """Why a call reached no daemon, in one word a fan-out's summary counts by: refused, TLS, timeout,
+    DNS or unavailable (anything else on the way); "" when a daemon answered."""
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "timeout"
+    if code is grpc.StatusCode.UNAUTHENTICATED:  # the daemon refused our client certificate
+        return "TLS"
+    if code is not grpc.StatusCode.UNAVAILABLE:
+        return ""
+    if "resolving" in detail or "DNS resolution failed" in detail:  # gRPC's wording, new and old
+        return "DNS"
+    if "Connection refused" in detail:
+        return "refused"
+    return "TLS" if transport_failure(target, detail) is not None else "unavailable"
 
 
 def transport_failure(target: Target, detail: str) -> Optional[str]:

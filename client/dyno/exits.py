@@ -6,8 +6,13 @@ EXIT_UNREACHABLE = 3  # no daemon answered at --hostname:--port
 
 
 class CliError(Exception):
-    """A failure ``dyno.main`` prints as ``dyno: message`` on stderr before exiting with *exit_code*."""
+    """A failure ``dyno.main`` prints as ``dyno: message`` on stderr before exiting with *exit_code*.
 
-    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+    *reason* says in a word why a daemon could not be reached (refused, TLS, timeout, DNS): a fan-out
+    counts its unreachable hosts by it.
+    """
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED, reason: str = "") -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.reason = reason

@@ -3,6 +3,7 @@ after it.
 
 dyno --hostname node01 --certs-dir ./pki/client status
 dyno dynamic --pid 4242 --output /data/prof --json
+dyno --hosts 'node[001-128]' --certs-dir ./pki/client status     # every node at once (dyno.fanout)
 
 Every failure is a :class:`~dyno.exits.CliError`, printed here as ``dyno: message`` on stderr with its
 exit code.
@@ -19,7 +20,14 @@ from .commands import COMMANDS
 from .exits import CliError
 from .target import KEY_PASSWORD_ENV, NO_CERTS, Target
 
-HELP = "Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring."
+HELP = """Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.
+
+Many nodes at once: name them with --hosts (a Slurm hostlist), --hostfile or --slurm-job instead of
+--hostname. Every host is asked in parallel, each within its own --timeout; the answers print as one
+table with a HOST column and a summary line (--json: one object per host). Exit status: 0 when every
+host answered effective, 1 when some did not, 3 when none could be reached.
+  dyno --hosts 'node[001-016]' --certs-dir ~/pki/client status
+  dyno --slurm-job 731244 nputrace --duration-ms 3000 --log-file /data/traces --sync --wait"""
 
 GLOBAL_FLAGS = (
     Flag("--hostname", "hostname", str, "localhost", "host running dynolog"),
@@ -38,7 +46,27 @@ GLOBAL_FLAGS = (
         None,
         f"file with the password of an encrypted client.key (or ${KEY_PASSWORD_ENV})",
     ),
-    Flag("--timeout", "timeout", float, 10.0, "seconds to wait for the daemon", minimum=0.1),
+    Flag(
+        "--timeout", "timeout", float, 10.0, "seconds to wait for the daemon (each host's own)", minimum=0.1
+    ),
+    Flag(
+        "--hosts",
+        "hosts",
+        str,
+        None,
+        "run on these hosts instead of --hostname: a Slurm hostlist, e.g. 'node[001-128]' or 'a,b'",
+    ),
+    Flag(
+        "--hostfile",
+        "hostfile",
+        str,
+        None,
+        "run on the hosts in this file: one per line (or a hostlist), # starts a comment",
+    ),
+    Flag("--slurm-job", "slurm_job", str, None, "run on the nodes of this Slurm job (asks scontrol)"),
+    Flag(
+        "--parallel", "parallel", int, 64, "hosts asked at once by --hosts/--hostfile/--slurm-job", minimum=1
+    ),
     Flag("--json", "json", bool, False, "machine-readable JSON on stdout, nothing else"),
     Flag("--version", None, bool, False, "print dyno's version and exit"),
 )

@@ -1,4 +1,5 @@
-"""The daemon a user named with the global options, and how to talk to it (plaintext or mutual TLS)."""
+"""The daemon a user named with the global options — or the many, with ``--hosts``, ``--hostfile`` or
+``--slurm-job`` — and how to talk to it (plaintext or mutual TLS)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     timeout: float = 10.0
     json: bool = False
     key_password_file: Optional[str] = None
+    # Fan-out (dyno.fanout): any of these names the hosts instead of hostname.
+    hosts: Optional[str] = None  # a Slurm hostlist: node[001-128],login1
+    hostfile: Optional[str] = None
+    slurm_job: Optional[str] = None
+    parallel: int = 64  # hosts asked at once
 
     @property
     def address(self) -> str:
@@ -30,3 +36,7 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     @property
     def tls(self) -> bool:
         return self.certs_dir not in (None, NO_CERTS)
+
+    @property
+    def fans_out(self) -> bool:
+        return (self.hosts, self.hostfile, self.slurm_job) != (None, None, None)

@@ -123,8 +123,11 @@ class DynologService(pb_grpc.DynologServicer):
         while True:
             updated = trace.updated
             node.kineto.refresh(trace)
-            yield trace_info(trace)
-            if trace.done:
+            info = trace_info(trace)
+            yield info
+            # What was sent decides: the trace may end while the message goes out, and then the next
+            # round sends its final state.
+            if info.done:
                 return
             # Stock Kineto reports nothing: its file is looked for at each wake-up, at least every second.
             with contextlib.suppress(asyncio.TimeoutError):

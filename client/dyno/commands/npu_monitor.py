@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 from argparse import Namespace
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from msmonitor_plugin.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
@@ -21,6 +22,8 @@ from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
+
+    from .. import fanout
 
 CLEAR = "\033[H\033[2J"
 FLAGS = (
@@ -61,12 +64,12 @@ def run(target: Target, args: Namespace) -> None:
     """Always-on monitoring of kernel / API / communication / marker durations in running processes.
 
     Example: dyno npu-monitor --npu-monitor-start --report-interval-s 10 --mspti-activity-kind Kernel,API
+    On many hosts, one live table of every host's processes: dyno --hosts 'node[001-016]' npu-monitor --watch
     """
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
     from .. import requests
-    from ..connection import connect
 
     request = fill(pb.NpuMonitorRequest(), FLAGS, args)
     if args.status:
@@ -75,34 +78,75 @@ def run(target: Target, args: Namespace) -> None:
         return _watch(target, request.targets)
     request.log_file = requests.absolute_log_file(target, request.log_file)
     requests.check(validate.npu_monitor(request))
-    with connect(target) as stub:
-        response = stub.NpuMonitor(request, timeout=target.timeout)
-    requests.report_command(target, response)
+    requests.report_command(target, _send(target, request))
     if args.watch:
         _watch(target, request.targets)
 
 
+def across(target: Target, args: Namespace) -> None:
+    """As ``run``, on every host: one table of the answers, one live view of every host's reports."""
+    from dynoproto import dynolog_pb2 as pb
+    from dynoproto import validate
+
+    from .. import fanout, requests
+
+    request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    if args.status:
+        view = fanout.View(_STATUS_HEADERS, _status_rows, _status_json)
+        return fanout.run(target, lambda one: _monitors(one, request.targets), view)
+    if args.watch and not (request.start or request.stop):
+        return _watch_across(target, fanout.fleet(target), request.targets)
+    requests.check(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
+    fleet = fanout.fleet(target)
+    outcomes = fanout.gather(fleet, lambda one: _send(one, request), target.parallel, requests.judge_command)
+    fanout.show(target, outcomes, requests.COMMAND_VIEW)
+    if args.watch:
+        effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
+        _watch_across(target, effective, request.targets)
+    fanout.verdict(outcomes)
+
+
+def _send(target: Target, request: pb.NpuMonitorRequest) -> pb.CommandResponse:
+    from ..connection import connect
+
+    with connect(target) as stub:
+        return stub.NpuMonitor(request, timeout=target.timeout)
+
+
+_STATUS_HEADERS = ("PID", "RANK", "JOB", "MONITOR")
+
+
 def _status(target: Target, targets: pb.Targets) -> None:
+    processes = _monitors(target, targets)
+    if target.json:
+        print_json(_status_json(processes))
+    else:
+        print(table(_STATUS_HEADERS, _status_rows(processes)))
+
+
+def _monitors(target: Target, targets: pb.Targets) -> List[pb.ProcessInfo]:
+    """The processes *targets* names (job, ranks), with their monitor state."""
     from dynoproto import dynolog_pb2 as pb
 
     from ..connection import connect
 
     with connect(target) as stub:
         processes = stub.ListProcesses(pb.ListProcessesRequest(job_id=targets.job_id), timeout=target.timeout)
-    rows = [p for p in processes.processes if not targets.ranks or p.rank in targets.ranks]
-    if target.json:
-        print_json([as_dict(p) for p in rows])
-        return
+    return [p for p in processes.processes if not targets.ranks or p.rank in targets.ranks]
+
+
+def _status_rows(processes: List[pb.ProcessInfo]) -> List[List[str]]:
+    from dynoproto import dynolog_pb2 as pb
+
     state = {pb.MONITOR_STATE_RUNNING: "running", pb.MONITOR_STATE_IDLE: "idle"}
-    print(
-        table(
-            ("PID", "RANK", "JOB", "MONITOR"),
-            [
-                [str(p.pid), rank_text(p.rank), str(p.job_id), state.get(p.monitor_state, "uninitialized")]
-                for p in rows
-            ],
-        )
-    )
+    return [
+        [str(p.pid), rank_text(p.rank), str(p.job_id), state.get(p.monitor_state, "uninitialized")]
+        for p in processes
+    ]
+
+
+def _status_json(processes: List[pb.ProcessInfo]) -> List[Dict[str, Any]]:
+    return [as_dict(p) for p in processes]
 
 
 def _watch(target: Target, targets: pb.Targets) -> None:
@@ -122,18 +166,81 @@ def _watch(target: Target, targets: pb.Targets) -> None:
                 latest[(report.hostname, report.pid)] = report
                 if interactive:
                     sys.stdout.write(CLEAR)
-                print(render(list(latest.values())), flush=True)
+                print(render([(r.hostname, r) for r in latest.values()]), flush=True)
         except KeyboardInterrupt:
             return
 
 
-def render(reports: List[pb.MetricsReport]) -> str:
-    """Per host/rank/kind/device totals, then the top names of each, as one table."""
+def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) -> None:
+    """One live view merged from every host's stream: the latest report of each process of each host,
+    named by the host as given (several daemons may share a machine name); a host whose stream ended
+    is marked, with when and why. JSON Lines: each report with its ``host``, and a line per drop-out."""
+    from dynoproto import dynolog_pb2 as pb
+
+    from .. import fanout
+    from ..connection import connect
+
+    def reports(one: Target) -> Iterator[pb.MetricsReport]:
+        with connect(one) as stub:
+            yield from stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True))
+
+    board = _Board(len(fleet))
+    interactive = sys.stdout.isatty() and not target.json
+    try:
+        for batch in fanout.stream(fleet, reports):
+            for event in batch:
+                if target.json:  # JSON Lines, as on one host, each line with its host
+                    print_json(_event_json(event), indent=None)
+                else:
+                    board.take(event)
+            if not target.json:
+                if interactive:
+                    sys.stdout.write(CLEAR)
+                print(board.text(), flush=True)
+    except KeyboardInterrupt:
+        return
+
+
+class _Board:
+    """What the merged watch shows: each process's latest report, and the hosts that dropped out."""
+
+    def __init__(self, hosts: int) -> None:
+        self.hosts = hosts
+        self.latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
+        self.gone: Dict[str, str] = {}  # host -> when and why it dropped out
+
+    def take(self, event: fanout.Event) -> None:
+        if event.item is not None:
+            self.latest[(event.host, event.item.pid)] = event.item
+            return
+        state = f"unreachable ({event.reason})" if event.reason else "ended"
+        stamp = time.strftime("%H:%M:%S")
+        self.gone[event.host] = f"{event.host}: dropped out at {stamp}, {state}: {event.why}"
+
+    def text(self) -> str:
+        reports = [(host, report) for (host, _), report in self.latest.items()]
+        return render(reports, f" on {self.hosts - len(self.gone)} of {self.hosts} host(s)", self.gone)
+
+
+def _event_json(event: fanout.Event) -> Dict[str, Any]:
+    if event.item is not None:
+        return {"host": event.host, **as_dict(event.item)}
+    return {"host": event.host, "dropped": event.why, "reason": event.reason}
+
+
+def render(
+    reports: List[Tuple[str, pb.MetricsReport]],
+    scope: str = "",
+    gone: Mapping[str, str] = MappingProxyType({}),
+) -> str:
+    """Per host/rank/kind/device totals, then the top names of each, as one table; each report comes
+    with the host name to show. Across hosts, *scope* says how many answer, and *gone* marks the hosts
+    that dropped out (their last reports stay) and says why."""
     rows: List[List[str]] = []
-    for r in sorted(reports, key=lambda r: (r.hostname, r.rank, r.pid)):
+    for host, r in sorted(reports, key=lambda hr: (hr[0], hr[1].rank, hr[1].pid)):
         for k in r.kinds:
             device = "host" if k.device < 0 else str(k.device)
-            who = f"{r.hostname}/{rank_text(r.rank)}"
+            who = f"{host}/{rank_text(r.rank)}" + (" [dropped]" if host in gone else "")
             rows.append(
                 [who, k.kind, device, str(k.count), _ms(k.total_ns), _ms(int(k.mean_ns)), _ms(k.max_ns), ""]
             )
@@ -142,13 +249,13 @@ def render(reports: List[pb.MetricsReport]) -> str:
                 for n in k.top[:5]
             ]
     stamp = time.strftime("%H:%M:%S")
-    header = f"npu-monitor — {len(reports)} process(es), last update {stamp} (Ctrl-C leaves)"
+    header = f"npu-monitor — {len(reports)} process(es){scope}, last update {stamp} (Ctrl-C leaves)"
     cols = ("HOST/RANK", "KIND", "DEVICE", "COUNT", "TOTAL ms", "MEAN ms", "MAX ms", "TOP NAMES")
-    return header + "\n" + table(cols, rows)
+    return "\n".join([header, table(cols, rows), *gone.values()])
 
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f}"
 
 
-COMMAND = Command("npu-monitor", run, FLAGS)
+COMMAND = Command("npu-monitor", run, FLAGS, across)

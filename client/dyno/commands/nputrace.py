@@ -13,7 +13,7 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import TARGETING, WAIT_TIMEOUT, Command, Flag, fill, true_false
+from ..cli import SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill, true_false
 from ..target import Target
 
 FLAGS = (
@@ -66,6 +66,7 @@ FLAGS = (
     Flag("--sys-interconnection", "sys_interconnection", bool, False, "HCCS / PCIe data (Ascend)"),
     Flag("--wait", None, bool, False, "wait until every triggered process wrote its files"),
     WAIT_TIMEOUT,
+    SYNC,
 )
 
 
@@ -73,6 +74,9 @@ def run(target: Target, args: Namespace) -> None:
     """Trace steps of running processes: torch_npu/MindSpore on Ascend, torch.profiler elsewhere.
 
     Example: dyno nputrace --start-step 120 --iterations 3 --log-file /data/traces --analyse --wait
+
+    On many hosts, a step-based trace lines up by step number; a time-based one with --sync:
+      dyno --hosts 'node[001-016]' nputrace --duration-ms 3000 --log-file /data/traces --sync --wait
     """
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
@@ -85,4 +89,4 @@ def run(target: Target, args: Namespace) -> None:
     requests.start_trace(target, args, request, validate.npu_trace, lambda stub: stub.NpuTrace)
 
 
-COMMAND = Command("nputrace", run, FLAGS)
+COMMAND = Command("nputrace", run, FLAGS, across=run)  # run fans out itself: requests.start_trace

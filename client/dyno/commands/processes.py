@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from argparse import Namespace
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
 
 from ..cli import JOB_ID, Command, fill
 from ..output import as_dict, duration, print_json, table
@@ -32,14 +32,9 @@ HEADERS = (
 
 def run(target: Target, args: Namespace) -> None:
     """List registered processes: pid (and host pid inside containers), job, rank, devices, client, state."""
-    from dynoproto import dynolog_pb2 as pb
-
-    from ..connection import connect
-
-    with connect(target) as stub:
-        reply = stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)
+    reply = ask(target, args)
     if target.json:
-        print_json(as_dict(reply)["processes"])
+        print_json(to_json(reply))
         return
     if not reply.processes:
         print(
@@ -47,15 +42,57 @@ def run(target: Target, args: Namespace) -> None:
             " KINETO_USE_DAEMON=1, and the daemon with --enable-ipc-monitor."
         )
         return
-    # Columns only some processes fill, shown when one does (a column of dashes otherwise): the service
-    # profiler's switch, and who holds a process through `dyno dynamic`.
-    optional = [
-        (header, field)
-        for header, field in (("SERVICE", "service"), ("HELD BY", "held_by"))
-        if any(getattr(p, field) for p in reply.processes)
-    ]
-    headers = (*HEADERS, *(header for header, _ in optional))
-    print(table(headers, [[*_row(p), *(getattr(p, f) or "-" for _, f in optional)] for p in reply.processes]))
+    optional = _optional(reply.processes)
+    print(table(_headers(optional), [_full_row(p, optional) for p in reply.processes]))
+
+
+def across(target: Target, args: Namespace) -> None:
+    from .. import fanout
+
+    outcomes = fanout.gather(fanout.fleet(target), lambda one: ask(one, args), target.parallel)
+    optional = _optional([p for o in outcomes if o.answer is not None for p in o.answer.processes])
+    view = fanout.View(
+        _headers(optional), lambda reply: [_full_row(p, optional) for p in reply.processes], to_json
+    )
+    fanout.show(target, outcomes, view)
+    fanout.verdict(outcomes)
+
+
+def ask(target: Target, args: Namespace) -> pb.ListProcessesResponse:
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
+    with connect(target) as stub:
+        return stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)
+
+
+def to_json(reply: pb.ListProcessesResponse) -> List[Dict[str, Any]]:
+    return list(as_dict(reply)["processes"])
+
+
+Column = Tuple[str, Callable[["pb.ProcessInfo"], str]]
+
+
+def _optional(processes: Sequence[pb.ProcessInfo]) -> List[Column]:
+    """Columns only some processes fill, shown when one does (a dash where it does not): the framework's
+    monitor helpers folded into a process, the service profiler's switch, who holds it (`dyno dynamic`)."""
+    return [(h, show) for h, show in OPTIONAL_COLUMNS if any(show(p) for p in processes)]
+
+
+def _headers(optional: Sequence[Column]) -> Tuple[str, ...]:
+    return (*HEADERS, *(header for header, _ in optional))
+
+
+def _full_row(p: pb.ProcessInfo, optional: Sequence[Column]) -> List[str]:
+    return [*_row(p), *(show(p) or "-" for _, show in optional)]
+
+
+OPTIONAL_COLUMNS: Tuple[Column, ...] = (
+    ("HELPERS", lambda p: ",".join(map(str, p.helper_pids))),
+    ("SERVICE", lambda p: p.service),
+    ("HELD BY", lambda p: p.held_by),
+)
 
 
 def _row(p: pb.ProcessInfo) -> List[str]:
@@ -85,4 +122,4 @@ def _row(p: pb.ProcessInfo) -> List[str]:
     ]
 
 
-COMMAND = Command("processes", run, FLAGS)
+COMMAND = Command("processes", run, FLAGS, across)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from ..cli import Command
 from ..output import as_dict, duration, print_json
@@ -15,18 +15,46 @@ if TYPE_CHECKING:
 
 def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
+    status = ask(target)
+    if target.json:
+        print_json(to_json(status))
+    else:
+        _print(target, status)
+
+
+def across(target: Target, args: Namespace) -> None:
+    from .. import fanout
+
+    columns = ("VERSION", "UP", "TLS", "PROCESSES", "NPUTRACE", "NPUMONITOR", "STEP")
+    fanout.run(target, ask, fanout.View(columns, lambda status: [_row(status)], to_json))
+
+
+def ask(target: Target) -> pb.GetStatusResponse:
     from dynoproto import dynolog_pb2 as pb
 
     from ..connection import connect
 
     with connect(target) as stub:
-        status = stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
-    if target.json:
-        data = as_dict(status)
-        data.update(msmonitor_fields(status.msmonitor))  # the keys msMonitor's getStatus had, for its scripts
-        print_json(data)
-    else:
-        _print(target, status)
+        return stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
+
+
+def to_json(status: pb.GetStatusResponse) -> Dict[str, Any]:
+    data = as_dict(status)
+    data.update(msmonitor_fields(status.msmonitor))  # the keys msMonitor's getStatus had, for its scripts
+    return data
+
+
+def _row(status: pb.GetStatusResponse) -> List[str]:
+    m = status.msmonitor
+    return [
+        status.version,
+        duration(status.uptime_s),
+        "mTLS" if status.tls else "plain",
+        str(status.processes),
+        m.nputrace,
+        m.npumonitor,
+        str(m.current_step),
+    ]
 
 
 def _print(target: Target, status: pb.GetStatusResponse) -> None:
@@ -44,8 +72,8 @@ def _print(target: Target, status: pb.GetStatusResponse) -> None:
         f"({status.plugin_processes} plugin, {status.kineto_processes} kineto)"
     )
     print(
-        f"  datagrams:  {c.received} received, {c.replied} replied, {c.malformed} malformed, "
-        f"{c.rejected_senders} from rejected senders"
+        f"  datagrams:  {c.received} received, {c.handled} handled, {c.malformed} malformed, "
+        f"{c.rejected_senders} from rejected senders; {c.replied} replied, {c.send_errors} replies lost"
     )
     m = status.msmonitor
     steps = f", steps {m.start_step}-{m.stop_step}" if m.start_step >= 0 else ""
@@ -66,4 +94,4 @@ def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:
     return fields
 
 
-COMMAND = Command("status", run)
+COMMAND = Command("status", run, across=across)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from argparse import Namespace
+from typing import TYPE_CHECKING
 
 from ..cli import WAIT_TIMEOUT, Command, Flag, fill
 from ..exits import CliError
 from ..output import as_dict, print_json
 from ..target import Target
+
+if TYPE_CHECKING:
+    from dynoproto import dynolog_pb2 as pb
 
 FLAGS = (
     Flag("trace_id", "trace_id", str, None, "the id nputrace or gputrace printed"),
@@ -18,6 +22,27 @@ FLAGS = (
 
 def run(target: Target, args: Namespace) -> None:
     """Show where one trace stands in each process: phase, steps, files or error."""
+    from .. import requests
+
+    info = ask(target, args)
+    if target.json:
+        print_json(as_dict(info))
+    else:
+        requests.print_trace(info)
+    failed = requests.trace_failed(info)
+    if failed:
+        raise CliError(failed)
+
+
+def across(target: Target, args: Namespace) -> None:
+    """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
+    from .. import fanout, requests
+
+    view = fanout.View(requests.TRACE_HEADERS, requests.trace_rows, as_dict, requests.trace_failed)
+    fanout.run(target, lambda one: ask(one, args, label=one.hostname), view)
+
+
+def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
     from dynoproto import dynolog_pb2 as pb
 
     from .. import requests
@@ -25,17 +50,9 @@ def run(target: Target, args: Namespace) -> None:
 
     request = fill(pb.GetTraceRequest(), FLAGS, args)
     if args.wait:
-        info = requests.watch(target, request.trace_id, args.wait_timeout, quiet=target.json)
-    else:
-        with connect(target) as stub:
-            info = stub.GetTrace(request, timeout=target.timeout)
-    if target.json:
-        print_json(as_dict(info))
-    else:
-        requests.print_trace(info)
-    failed = [str(p.pid) for p in info.processes if p.phase == pb.TRACE_PHASE_FAILED]
-    if failed:
-        raise CliError(f"trace {info.trace_id} failed in pid {', '.join(failed)}")
+        return requests.watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
+    with connect(target) as stub:
+        return stub.GetTrace(request, timeout=target.timeout)
 
 
-COMMAND = Command("trace", run, FLAGS)
+COMMAND = Command("trace", run, FLAGS, across)

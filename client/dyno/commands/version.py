@@ -3,26 +3,45 @@
 from __future__ import annotations
 
 from argparse import Namespace
+from typing import TYPE_CHECKING, Any, Dict
 
 from .. import __version__
 from ..cli import Command
 from ..output import as_dict, print_json
 from ..target import Target
 
+if TYPE_CHECKING:
+    from dynoproto import dynolog_pb2 as pb
+
 
 def run(target: Target, args: Namespace) -> None:
     """Print the daemon's version (and this CLI's)."""
-    from dynoproto import dynolog_pb2 as pb
-
-    from ..connection import connect
-
-    with connect(target) as stub:
-        version = stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
+    version = ask(target)
     if target.json:
-        print_json({"cli": __version__, "daemon": as_dict(version)})
+        print_json(to_json(version))
         return
     print(f"dynolog {version.version} (api {version.api}, python {version.python})")
     print(f"dyno {__version__}")
 
 
-COMMAND = Command("version", run)
+def across(target: Target, args: Namespace) -> None:
+    from .. import fanout
+
+    view = fanout.View(("DYNOLOG", "API", "PYTHON"), lambda v: [[v.version, v.api, v.python]], to_json)
+    fanout.run(target, ask, view)
+
+
+def ask(target: Target) -> pb.GetVersionResponse:
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
+    with connect(target) as stub:
+        return stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
+
+
+def to_json(version: pb.GetVersionResponse) -> Dict[str, Any]:
+    return {"cli": __version__, "daemon": as_dict(version)}
+
+
+COMMAND = Command("version", run, across=across)

@@ -1,0 +1,284 @@
+"""`dyno` across many daemons, end to end: real daemons on separate loopback addresses (127.0.0.2, .3,
+…), each with its own IPC folder and a server certificate naming its address, mutual TLS, and real
+PyTorch training processes with the plugin behind two of them.
+
+The hosts, by role:
+
+* ``A``, ``B``: a daemon with a training process each;
+* ``C``: a daemon with no process (commands are ineffective there);
+* ``FOREIGN``: a daemon whose certificate another CA issued (TLS refuses it);
+* ``SLOW1``, ``SLOW2``: daemons a test stops with SIGSTOP (the kernel still accepts connections; nothing
+  answers), and resumes;
+* ``DOWN``: an address nothing listens on (connection refused).
+
+Every daemon listens on the port the first one got from the OS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+import certs_factory as cf
+from dynocerts.policy import Role
+from harness import BIN, Daemon, Workload, read_line_until, stop_process, wait_until
+
+pytestmark = pytest.mark.torch
+
+A, B, C, FOREIGN, SLOW1, SLOW2, DOWN = (f"127.0.0.{i}" for i in range(2, 9))
+SLURM_STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "slurm"
+
+
+@dataclass
+class Cluster:
+    workdir: Path
+    ca: Any
+    client: cf.CertsDir
+    port: int = 0
+    daemons: Dict[str, Daemon] = field(default_factory=dict)
+    jobs: Dict[str, Workload] = field(default_factory=dict)
+
+    def start(self, address: str, ca: Any = None) -> Daemon:
+        """A daemon on *address* (the cluster's port) with a server certificate naming that address."""
+        issuer = ca or self.ca
+        server = cf.leaf(issuer, Role.SERVER, address, hosts=(address,))
+        certs = cf.certs_dir(self.workdir / address / "server", Role.SERVER, issuer, server)
+        args = ["--listen-address", address, "--certs-dir", str(certs), "--process-keepalive-s", "3"]
+        daemon = Daemon(self.workdir / address, [*args, "--port", str(self.port)]).start()
+        self.port = daemon.port
+        self.daemons[address] = daemon
+        return daemon
+
+    def dyno(
+        self, *args: str, env: Dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+        cmd = [str(BIN / "dyno"), "--port", str(self.port), "--certs-dir", str(self.client), *args]
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+        )
+
+    def dyno_json(self, *args: str) -> Any:
+        result = self.dyno("--json", *args)
+        assert result.returncode in (0, 1) and result.stdout, result.stderr
+        return json.loads(result.stdout)
+
+    def processes(self, address: str) -> List[Dict[str, Any]]:
+        return self.dyno_json("--hostname", address, "processes")  # type: ignore[no-any-return]
+
+    def train(self, address: str, rank: int) -> Workload:
+        daemon = self.daemons[address]
+        env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank)}
+        job = self.jobs[address] = Workload("train.py", env).start()
+        wait_until(
+            lambda: any(p["pid"] == job.pid and p["backend"] == "torch" for p in self.processes(address)),
+            what=f"the trainer behind {address} to register",
+        )
+        return job
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    ca = cf.authority()
+    workdir = tmp_path_factory.mktemp("cluster")
+    client = cf.certs_dir(workdir / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator"))
+    cluster = Cluster(workdir, ca, client)
+    try:
+        for address in (A, B, C, SLOW1, SLOW2):
+            cluster.start(address)
+        cluster.start(FOREIGN, ca=cf.authority(cn="Another CA"))
+        cluster.train(A, 0)
+        cluster.train(B, 1)
+        yield cluster
+    finally:
+        for job in cluster.jobs.values():
+            job.stop()
+        for daemon in cluster.daemons.values():
+            daemon.cleanup()
+
+
+@contextmanager
+def stopped(*daemons: Daemon) -> Iterator[None]:
+    """Daemons that accept connections (the kernel does) and answer nothing: slow hosts."""
+    for daemon in daemons:
+        assert daemon.proc is not None
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for daemon in daemons:
+            assert daemon.proc is not None
+            os.kill(daemon.proc.pid, signal.SIGCONT)
+
+
+def rows_of(text: str, host: str) -> List[List[str]]:
+    return [line.split() for line in text.splitlines() if line.startswith(host + " ")]
+
+
+def test_status_one_table_a_summary_and_why_each_other_host_failed(cluster: Cluster):
+    hosts = f"{A},{B},{C},{FOREIGN},{SLOW1},{SLOW2},{DOWN},nohost.invalid"
+    timeout = 4.0
+    with stopped(cluster.daemons[SLOW1], cluster.daemons[SLOW2]):
+        began = time.monotonic()
+        result = cluster.dyno("--hosts", hosts, "--timeout", str(timeout), "status")
+        took = time.monotonic() - began
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["HOST", "VERSION", "UP", "TLS", "PROCESSES", "NPUTRACE", "NPUMONITOR", "STEP"]
+    assert [row[0] for row in (rows_of(result.stdout, h)[0] for h in (A, B, C))] == [A, B, C]
+    assert rows_of(result.stdout, A)[0][3:5] == ["mTLS", "1"] and rows_of(result.stdout, C)[0][4] == "0"
+    untrusted = f"cannot reach dynolog at {FOREIGN}:{cluster.port}: the daemon's certificate is not trusted"
+    assert f"{FOREIGN}  unreachable (TLS): {untrusted}" in result.stdout
+    assert (
+        f"{SLOW1}  unreachable (timeout): " in result.stdout
+        and f"{SLOW2}  unreachable (timeout): " in result.stdout
+    )
+    assert f"{DOWN}  unreachable (refused): " in result.stdout
+    assert "nohost.invalid  unreachable (DNS): " in result.stdout
+    assert (
+        lines[-1] == "8 hosts: 3 effective, 0 ineffective, 5 unreachable (2 timeout, 1 TLS, 1 refused, 1 DNS)"
+    )
+    assert result.stderr.startswith("dyno: 5 of 8 hosts did not answer effective: ")
+    # Two slow hosts cost one timeout, not two: each has its own deadline and none waits for another.
+    assert took < 2 * timeout, f"took {took:.1f}s"
+
+
+def test_status_json_one_object_per_host_and_exit_codes(cluster: Cluster):
+    answers = cluster.dyno_json("--hosts", f"{A},{DOWN},{FOREIGN}", "status")
+    assert [(a["host"], a["state"], a.get("reason")) for a in answers] == [
+        (A, "effective", None),
+        (DOWN, "unreachable", "refused"),
+        (FOREIGN, "unreachable", "TLS"),
+    ]
+    assert (
+        answers[0]["answer"]["tls"] is True and answers[0]["answer"]["nputrace"]
+    )  # single-host --json's keys
+    assert cluster.dyno("--hosts", f"{A},{C}", "status").returncode == 0
+    none = cluster.dyno("--hosts", f"{DOWN},nohost.invalid", "status")
+    assert none.returncode == 3 and none.stderr.startswith("dyno: no host could be reached")
+
+
+def test_hostfile_and_slurm_job_name_the_same_hosts(cluster: Cluster, tmp_path: Path):
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text(f"# the two trainers\n{A}\n{B}  # rank 1\n")
+    by_file = cluster.dyno("--hostfile", str(hostfile), "processes")
+    slurm = {
+        "PATH": f"{SLURM_STAND_IN}:{os.environ['PATH']}",
+        "STAND_IN_SLURM_JOBS": json.dumps({"731244": ["127.0.0.[2-3]"]}),
+    }
+    by_job = cluster.dyno("--slurm-job", "731244", "processes", env=slurm)
+    for result in (by_file, by_job):
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0].startswith("HOST       PID ")
+        assert rows_of(result.stdout, A)[0][1] == str(cluster.jobs[A].pid)
+        assert rows_of(result.stdout, B)[0][1] == str(cluster.jobs[B].pid)
+        assert result.stdout.splitlines()[-1] == "2 hosts: 2 effective, 0 ineffective, 0 unreachable"
+
+
+def test_nputrace_wait_follows_every_hosts_trace_and_lists_every_file(cluster: Cluster, tmp_path: Path):
+    result = cluster.dyno(
+        "--json", "--hosts", f"{A},{B},{C}",
+        "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(tmp_path), "--wait",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    answers = {a["host"]: a for a in json.loads(result.stdout)}
+    assert answers[C]["state"] == "ineffective" and "no process is registered" in answers[C]["why"]
+    for host in (A, B):
+        assert answers[host]["state"] == "effective"
+        trace = answers[host]["answer"]["trace"]
+        (process,) = trace["processes"]
+        assert process["pid"] == cluster.jobs[host].pid and process["phase"] == "TRACE_PHASE_FINISHED"
+        assert process["files"] and all(Path(f).is_file() for f in process["files"])
+    # Trace ids are each daemon's own: asked everywhere, the daemon that has it answers.
+    trace_id = answers[A]["answer"]["trace_id"]
+    shown = cluster.dyno("--hosts", f"{A},{B}", "trace", trace_id)
+    assert shown.returncode == 1
+    assert rows_of(shown.stdout, A)[0][1:4] == [str(cluster.jobs[A].pid), "0", "finished"]
+    assert answers[A]["answer"]["trace"]["processes"][0]["files"][0] in shown.stdout
+    assert f"{B}  ineffective: dynolog at {B}:{cluster.port} answered NOT_FOUND" in shown.stdout
+
+
+def test_sync_starts_a_time_based_trace_at_one_instant_on_every_host(cluster: Cluster, tmp_path: Path):
+    args = ("nputrace", "--duration-ms", "300", "--log-file", str(tmp_path), "--sync")
+    answers = cluster.dyno_json("--hosts", f"{A},{B}", *args, "--wait")
+    instants = {a["answer"]["profile_start_time_ms"] for a in answers}
+    assert len(instants) == 1 and all(a["state"] == "effective" for a in answers), answers
+    instant = instants.pop() / 1000
+    for answer in answers:
+        (process,) = answer["answer"]["trace"]["processes"]
+        running = next(h["at"] for h in process["history"] if h["phase"] == "TRACE_PHASE_RUNNING")
+        staged = next(h["at"] for h in process["history"] if h["phase"] == "TRACE_PHASE_STAGED")
+        assert staged < instant <= running < instant + 2, (staged, instant, running)
+    text = cluster.dyno("--hosts", C, *args)
+    assert text.returncode == 1 and text.stdout.startswith("profile start time: ")
+    step_based = cluster.dyno("--hosts", C, "nputrace", "--iterations", "2", "--log-file", "/tmp", "--sync")
+    assert step_based.returncode == 2 and "lines up by step number" in step_based.stderr
+    one_host = cluster.dyno("--hostname", C, "nputrace", "--log-file", "/tmp", "--sync")
+    assert one_host.returncode == 2 and "--sync lines up a trace on many hosts" in one_host.stderr
+
+
+def watch(cluster: Cluster, *args: str) -> subprocess.Popen:  # type: ignore[type-arg]
+    cmd = [str(BIN / "dyno"), "--port", str(cluster.port), "--certs-dir", str(cluster.client), *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_npu_monitor_start_watch_and_stop_across_hosts(cluster: Cluster, tmp_path: Path):
+    start = cluster.dyno(
+        "--hosts", f"{A},{B},{C}", "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1"
+    )
+    assert start.returncode == 1, start.stderr
+    assert rows_of(start.stdout, A)[0][1:5] == ["effective", str(cluster.jobs[A].pid), "0", "triggered"]
+    assert rows_of(start.stdout, B)[0][1:5] == ["effective", str(cluster.jobs[B].pid), "1", "triggered"]
+    assert rows_of(start.stdout, C)[0][1] == "ineffective"
+    try:
+        streaming = watch(cluster, "--json", "--hosts", f"{A},{B}", "npu-monitor", "--watch")
+        try:
+            reporters = set()
+            while reporters != {(A, cluster.jobs[A].pid), (B, cluster.jobs[B].pid)}:
+                report = json.loads(read_line_until(streaming, "{", timeout=60))
+                reporters.add((report["host"], report["pid"]))
+        finally:
+            stop_process(streaming, signal.SIGINT)
+
+        extra = cluster.start("127.0.0.9")  # a host that drops out while watched
+        live = watch(cluster, "--hosts", f"{A},{B},127.0.0.9", "npu-monitor", "--watch")
+        try:
+            read_line_until(live, "npu-monitor — 2 process(es) on 3 of 3 host(s)", timeout=60)
+            extra.stop()
+            read_line_until(live, "127.0.0.9: dropped out at ", timeout=60)
+            header = read_line_until(live, "npu-monitor — ", timeout=60)
+            assert "on 2 of 3 host(s)" in header
+        finally:
+            stop_process(live, signal.SIGINT)
+    finally:
+        stop = cluster.dyno("--hosts", f"{A},{B}", "npu-monitor", "--npu-monitor-stop")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    monitors = cluster.dyno_json("--hosts", f"{A},{B}", "npu-monitor", "--status")
+    assert [(m["host"], [p["pid"] for p in m["answer"]]) for m in monitors] == [
+        (A, [cluster.jobs[A].pid]),
+        (B, [cluster.jobs[B].pid]),
+    ]
+
+
+def test_commands_that_work_with_one_daemon_refuse_hosts(tmp_path: Path):
+    """Refused before anything connects: no daemon is needed to see it."""
+    for args in (
+        ("dynamic", "--pid", "1"),
+        ("certs", "init", str(tmp_path / "pki"), "--server-hosts", A, "--client-name", "me"),
+    ):
+        result = subprocess.run(
+            [str(BIN / "dyno"), "--hosts", f"{A},{B}", *args], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 2 and not (tmp_path / "pki").exists(), result.stderr
+        assert (
+            "works with one daemon (or none): --hosts, --hostfile and --slurm-job do not apply"
+            in result.stderr
+        )
