@@ -33,6 +33,8 @@ def check_output_path(path: str, roots: Sequence[str], field: str = "log_file") 
     if not roots:
         return None
     allowed = ", ".join(roots)
+    if "\0" in path:  # no file has such a name, and os.path.realpath raises on it
+        return f"{field} {path!r}: holds a NUL byte"
     if not os.path.isabs(path):
         return f"{field} {path!r}: must be an absolute path under a --trace-root of this daemon ({allowed})"
     real = os.path.realpath(path)

@@ -199,11 +199,10 @@ class Registry:
             job.addresses[ClientKind.MSMONITOR] = helper.addresses[ClientKind.MSMONITOR]
         if job.outbox is None:
             job.outbox = helper.outbox
-        for pids in self._contexts.values():
-            if helper.host_pid in pids:
-                pids.discard(helper.host_pid)
-                pids.add(job.host_pid)
-        job.context = job.context or helper.context
+        if helper.context is not None:
+            self._leave_context(helper.context, helper.host_pid)
+            job.context = job.context or helper.context
+            self._contexts.setdefault(job.context, set()).add(job.host_pid)
         job.devices = job.devices or helper.devices
 
     def is_helper(self, host_pid: int) -> bool:
@@ -277,10 +276,18 @@ class Registry:
                 record.monitor_state = MonitorState.IDLE
         key = (context.job_id, context.device)
         if record.context is not None and record.context != key:  # re-registered elsewhere: move it
-            self._contexts.get(record.context, set()).discard(record.host_pid)
+            self._leave_context(record.context, record.host_pid)
         record.context = key
         self._contexts.setdefault(key, set()).add(record.host_pid)
         return record
+
+    def _leave_context(self, key: Tuple[int, int], host_pid: int) -> None:
+        """An empty (job, device) is dropped: a process re-registering under ever-new ids must not grow it."""
+        pids = self._contexts.get(key)
+        if pids is not None:
+            pids.discard(host_pid)
+            if not pids:
+                del self._contexts[key]
 
     def peers(self, record: ProcessRecord) -> int:
         """How many processes registered on the (job, device) of *record*'s ctxt, as dynolog answers."""
@@ -332,6 +339,5 @@ class Registry:
             del self._helpers[helper]
             if _alive(helper):
                 self._orphans.add(helper)
-        for pids in self._contexts.values():
-            pids.discard(host_pid)
-        self._contexts = {key: pids for key, pids in self._contexts.items() if pids}
+        if record.context is not None:
+            self._leave_context(record.context, host_pid)

@@ -11,6 +11,8 @@ without ``=`` is an error naming it.
 
 from __future__ import annotations
 
+import decimal
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Tuple
 
@@ -54,7 +56,16 @@ TEXT = Codec(str, str)
 OPTIONAL_TEXT = Codec(lambda value: str(value) if value not in ("", None) else "None", lambda t: t)
 BOOL = Codec(lambda value: "true" if value else "false", _read_bool)
 INT = Codec(lambda value: str(int(value)), _read_int)
-FLOAT = Codec(lambda value: repr(float(value)), _read_float)
+
+
+def _write_float(value: Any) -> str:
+    """Positional, as msMonitor's dyno writes a float: its readers (and ours) take digits, '.' and '-'
+    only, so repr's 1e-05 would be refused. The digits of repr keep the round trip exact."""
+    number = float(value)
+    return format(decimal.Decimal(repr(number)), "f") if math.isfinite(number) else repr(number)
+
+
+FLOAT = Codec(_write_float, _read_float)
 # msMonitor writes an empty list as None; every reader treats None as empty.
 LIST = Codec(lambda value: ",".join(str(item) for item in value) or "None", v.split_list)
 

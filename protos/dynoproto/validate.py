@@ -7,6 +7,7 @@ may contain either.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, List
 
@@ -126,9 +127,9 @@ def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
     errors = targets(request.targets)
     if request.start and request.stop:
         errors.append(FieldError("npu_monitor_start", "and --npu-monitor-stop exclude each other"))
-    if not request.duration_s >= 0:
+    if not 0 <= request.duration_s < math.inf:
         errors.append(
-            FieldError("duration", f"must be >= 0 seconds (0: until stopped), got {request.duration_s}")
+            FieldError("duration", f"must be finite, >= 0 s (0: until stopped), got {request.duration_s}")
         )
     errors += _choices("mspti_activity_kind", request.activity_kinds, MONITOR_KINDS)
     if request.export_type.lower() not in ("", "db", "jsonl"):
@@ -259,15 +260,21 @@ def _names(field: str, values: Iterable[str]) -> List[FieldError]:
     for value in values:
         if not value or "," in value:
             errors.append(FieldError(field, f"has an empty or comma-containing name {value!r}"))
+        elif value == "None":  # msMonitor's config text spells an empty list so: the name would vanish
+            errors.append(FieldError(field, "may not name 'None', which the config text reads as no names"))
         errors += _config_safe(field, value)
     return errors
 
 
 def _config_safe(field: str, value: str) -> List[FieldError]:
-    if any(c in value for c in "=\n\r\0"):
+    # Readers split lines as str.splitlines does (form feed, U+2028, ... end a line too) and trim each
+    # value: a value must survive both unchanged, or the process reads something else than was accepted.
+    if "=" in value or "\0" in value or len(value.splitlines()) > 1 or value != value.strip():
         return [
             FieldError(
-                field, f"may not contain '=' or a line break (the config text is KEY=VALUE lines): {value!r}"
+                field,
+                "may not contain '=' or a line break, nor begin or end with a space "
+                f"(the config text is trimmed KEY=VALUE lines): {value!r}",
             )
         ]
     return []

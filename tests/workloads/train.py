@@ -3,8 +3,9 @@
 Prints ``ready pid=N`` once torch is imported and the first step ran, then trains until its stdin
 closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
 ``--import MODULE`` imports a framework extension after torch, as a user's script does
-(``import torch_npu``). ``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work
-took (the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
+(``import torch_npu``). ``--report-steps FILE`` writes, on the way out, each step's wall-clock start
+and the time its work took (the padding excluded) as JSON, for benchmarks; without it nothing is
+recorded.
 """
 
 import argparse

@@ -76,4 +76,3 @@ class MsMonitorClient:
             f"{os.path.dirname(process.output.rstrip('/'))} (it dropped the config: see its own log)"
         )
         self._traces.set_phase(trace, process, TracePhase.FAILED)
-

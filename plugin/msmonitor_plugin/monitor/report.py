@@ -33,6 +33,23 @@ class ReportError(ValueError):
     """A report document or chunk that does not parse."""
 
 
+# The ranges of the gRPC fields values end up in: a report outside them could be stored but never served.
+UINT64 = (0, 2**64 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+UINT32 = (0, 2**32 - 1)
+
+
+def _int(value: Any, bounds: Tuple[int, int] = UINT64) -> int:
+    number = int(value)
+    if not bounds[0] <= number <= bounds[1]:
+        raise ReportError(f"{number} is outside {bounds[0]}..{bounds[1]}")
+    return number
+
+
+def _domain(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -59,7 +76,7 @@ class NameStat:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> NameStat:
-        return cls(str(d["name"]), int(d["count"]), int(d["total_ns"]), d.get("domain"))
+        return cls(str(d["name"]), _int(d["count"]), _int(d["total_ns"]), _domain(d.get("domain")))
 
 
 @dataclass
@@ -112,13 +129,13 @@ class KindStat:
         return cls(
             kind=Kind.parse(d["kind"]),
             device=device,
-            count=int(d["count"]),
-            total_ns=int(d["total_ns"]),
-            min_ns=int(d["min_ns"]),
-            max_ns=int(d["max_ns"]),
+            count=_int(d["count"]),
+            total_ns=_int(d["total_ns"]),
+            min_ns=_int(d["min_ns"]),
+            max_ns=_int(d["max_ns"]),
             top=[NameStat.from_dict(n) for n in d.get("top", [])],
-            other=NameStat(OTHER, int(other.get("count", 0)), int(other.get("total_ns", 0))),
-            distinct=int(d.get("distinct", 0)),
+            other=NameStat(OTHER, _int(other.get("count", 0)), _int(other.get("total_ns", 0))),
+            distinct=_int(d.get("distinct", 0), UINT32),
         )
 
 
@@ -173,19 +190,19 @@ class Report:
             if d.get("v") != VERSION:
                 raise ReportError(f"unsupported report version {d.get('v')!r}")
             return cls(
-                seq=int(d["seq"]),
+                seq=_int(d["seq"]),
                 pid=int(d["pid"]),
                 backend=str(d["backend"]),
-                start_ns=int(d["start_ns"]),
-                end_ns=int(d["end_ns"]),
-                sampled_ns=int(d["sampled_ns"]),
+                start_ns=_int(d["start_ns"], INT64),
+                end_ns=_int(d["end_ns"], INT64),
+                sampled_ns=_int(d["sampled_ns"], INT64),
                 kinds=[KindStat.from_dict(k) for k in d.get("kinds", [])],
-                dropped={str(k): int(v) for k, v in d.get("dropped", {}).items()},
+                dropped={str(k): _int(v) for k, v in d.get("dropped", {}).items()},
                 unavailable={str(k): str(v) for k, v in d.get("unavailable", {}).items()},
                 counters={str(k): int(v) for k, v in d.get("counters", {}).items()},
                 final=bool(d.get("final", False)),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # int(Infinity)
             if isinstance(exc, ReportError):
                 raise
             raise ReportError(f"malformed report: {exc}") from exc
@@ -194,7 +211,7 @@ class Report:
     def from_json(cls, text: str) -> Report:
         try:
             doc = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ReportError(f"report is not JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise ReportError("report is not a JSON object")
@@ -220,10 +237,13 @@ class Report:
         parts = first["parts"]
         if [d["part"] for d in docs] != list(range(parts)):
             raise ReportError(f"chunks {[d['part'] for d in docs]} do not make up {parts} parts")
-        if any((d["seq"], d["pid"], d["parts"]) != (first["seq"], first["pid"], parts) for d in docs):
-            raise ReportError("chunks of different reports")
         merged = dict(first)
-        merged["kinds"] = _merge_items(item for d in docs for item in d.get("kinds", []))
+        try:
+            if any((d["seq"], d["pid"], d["parts"]) != (first["seq"], first["pid"], parts) for d in docs):
+                raise ReportError("chunks of different reports")
+            merged["kinds"] = _merge_items(item for d in docs for item in d.get("kinds", []))
+        except (KeyError, TypeError, AttributeError) as exc:  # a field missing, or kinds that are not objects
+            raise ReportError(f"malformed chunk: {exc!r}") from None
         return cls.from_dict(merged)
 
     def data_messages(self) -> List[Dict[str, Any]]:
@@ -310,7 +330,7 @@ class _Chunker:
 def _load_chunk(chunk: bytes) -> Dict[str, Any]:
     try:
         doc = json.loads(chunk)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # deep nesting exhausts the decoder's recursion
         raise ReportError(f"chunk is not JSON: {exc}") from exc
     if (
         not isinstance(doc, dict)
@@ -354,7 +374,10 @@ class ChunkAssembler:
             raise ReportError(f"chunk {doc['part']} of {doc['parts']} is outside 1..{MAX_PARTS} parts")
         if doc["parts"] == 1:  # the usual case: parsed once
             return Report._from_docs([doc])
-        key = (int(doc["pid"]), int(doc["seq"]))
+        try:
+            key = (int(doc["pid"]), int(doc["seq"]))
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise ReportError(f"chunk without a report's pid and seq: {exc!r}") from None
         parts = self._pending.setdefault(key, {})
         parts[doc["part"]] = doc
         if len(parts) == doc["parts"]:

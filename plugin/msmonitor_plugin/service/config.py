@@ -176,7 +176,7 @@ def parse_text(text: str, env: Mapping[str, str] = os.environ) -> ServiceConfig:
     """The file's content as a config; raises ValueError (not JSON, not an object) naming the problem."""
     try:
         obj = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # deep nesting exhausts the decoder's recursion
         raise ValueError(f"not valid JSON ({exc})") from None
     return parse(obj, env)
 
@@ -214,7 +214,7 @@ def write_back_disabled(path: str) -> None:
             obj = json.load(f)
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         log.warning("%s: cannot write enable 0 back into %s: %s", ENV, path, exc)
         return
     obj["enable"] = 0
