@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from msmonitor_plugin.imports import after_import
+
 TRAIN = Path(__file__).resolve().parent.parent / "tests" / "workloads" / "train.py"
 
 events_file = sys.argv[1]
@@ -36,13 +38,17 @@ def install() -> bool:
     """Wrap the running agent's tracer; False when the plugin is not active or its shape changed."""
     agent = getattr(sys.modules.get("msmonitor_plugin"), "_agent", None)
     tracer = getattr(agent, "tracer", None)
-    if tracer is None or not hasattr(tracer, "accept") or not hasattr(tracer, "_report"):
+    handlers = getattr(getattr(agent, "router", None), "_handlers", None)
+    if tracer is None or handlers is None or not hasattr(tracer, "_report"):
         return False
-    accept, report = tracer.accept, tracer._report
+    report = tracer._report
 
-    def timed_accept(command: Any) -> None:
-        events.append({"what": "accept", "trace_id": command.trace_id, "t": time.time()})
-        accept(command)
+    def timed_accept(accept: Any) -> Any:
+        def timed(command: Any) -> None:
+            events.append({"what": "accept", "trace_id": command.trace_id, "t": time.time()})
+            accept(command)
+
+        return timed
 
     def timed_report(event: Any) -> None:
         events.append(
@@ -55,11 +61,24 @@ def install() -> bool:
         )
         report(event)
 
-    tracer.accept, tracer._report = timed_accept, timed_report
+    # The router holds the bound accept it was given: wrap the handlers it routes traces to.
+    for kind, handler in list(handlers.items()):
+        if handler == tracer.accept:
+            handlers[kind] = timed_accept(handler)
+    tracer._report = timed_report
     return True
 
 
-probing = install()
+probing = False
+
+
+def install_after_torch(module: Any) -> None:
+    """The plugin's agent starts when torch's import finishes; this hook runs just after it does."""
+    global probing
+    probing = install()
+
+
+after_import(("torch",), install_after_torch)
 
 
 def write() -> None:
