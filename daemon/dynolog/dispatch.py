@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from msmonitor_plugin import wire
@@ -161,6 +162,9 @@ class IpcDispatcher:
         record = self.node.registry.get(sender.pid)
         if record is None:
             raise wire.WireError(f"{datagram.type} from unregistered pid {sender.pid}")
+        # Any message is proof of life: under load a busy socket refuses the heartbeat, which the plugin
+        # then retries more slowly than its reports, and a live process must not be forgotten for that.
+        record.last_seen = time.monotonic()
         return record
 
     def _poller_kind(self, endpoint: IpcEndpoint, sender: Sender) -> ClientKind:
