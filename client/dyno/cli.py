@@ -138,6 +138,11 @@ def on_off(text: str) -> bool:
     return text == "on"
 
 
+def directory(text: str) -> str:
+    """A folder on this host (named DIR in the help)."""
+    return text
+
+
 # By the type's name: keyed by pathlib.Path itself, this would import pathlib, which only certs needs.
 _METAVARS = {
     "int": "INT",
@@ -148,6 +153,7 @@ _METAVARS = {
     "pid_list": "N,N",
     "true_false": "true|false",
     "on_off": "on|off",
+    "directory": "DIR",
 }
 
 
@@ -169,6 +175,15 @@ TARGETING = (
     ),
 )
 WAIT_TIMEOUT = Flag("--wait-timeout", None, float, 600.0, "seconds --wait waits at most")
+COLLECT = Flag(
+    "--collect",
+    None,
+    directory,
+    None,
+    "fetch the trace's files from every host into DIR here (after --wait: trace commands need it), one "
+    "trace per rank as HolisticTraceAnalysis reads a job: DIR/<host>_rank<R>_pid<P>.pt.trace.json; "
+    "never overwrites",
+)
 SYNC = Flag(
     "--sync",
     None,

@@ -18,7 +18,7 @@ import grpc
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 
-from . import fanout
+from . import collect, fanout
 from .commands import status
 from .connection import connect
 from .exits import EXIT_FAILED, EXIT_USAGE, CliError
@@ -56,6 +56,7 @@ def start_trace(
     """Check and send a trace request, print the answer, and with ``--wait`` follow the trace until every
     process wrote its files. *no_match_ok*: no process matched (or none registered) is not a failure, as
     dynolog's gputrace without ``--fail-on-no-process``. Across hosts, see :func:`_start_across`."""
+    collect.check(args)
     if target.fans_out:
         return _start_across(target, args, request, errors, rpc)
     if args.sync:
@@ -75,10 +76,13 @@ def start_trace(
         print_json(command_json(response, info))
     elif info is not None:
         print_trace(info)
+    missing = collect.requested(args, [(target, info.trace_id)] if info else [], target.json)
     if not taken and not (no_match_ok and response.reason in _NO_MATCH):
         raise CliError(NOT_TAKEN)
     if info is not None and not _all_finished(info):
         raise CliError(f"trace {info.trace_id}: not every process finished it")
+    if missing:
+        raise CliError(missing)
 
 
 def _start_across(
@@ -122,7 +126,12 @@ def _wait_across(
             files = fanout.View(TRACE_HEADERS, lambda started: trace_rows(started.info), view.json)
             print(fanout.render(followed, files))
         print(fanout.summary(final), flush=True)
+    seen = {o.host: o.answer.info for o in followed if o.answer is not None and o.answer.info is not None}
+    traced = [(one, seen[one.hostname].trace_id) for one in fleet if one.hostname in seen]
+    missing = collect.requested(args, traced, target.json)
     fanout.verdict(final)
+    if missing:
+        raise CliError(missing)
 
 
 def _send(target: Target, request: Any, rpc: Rpc) -> Started:

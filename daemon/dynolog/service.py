@@ -16,7 +16,7 @@ from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from . import __version__, auth, targeting
+from . import __version__, auth, fetch, targeting
 from .dispatch import IpcDispatcher
 from .edge import command_response, msmonitor_status, process_info, trace_info
 from .kinds.dynamic import Holds
@@ -133,6 +133,15 @@ class DynologService(pb_grpc.DynologServicer):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(updated.wait(), timeout=1.0)
 
+    async def FetchTraceFiles(
+        self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.FileChunk]:
+        """The files the trace's processes wrote, in chunks (see dynolog.fetch for which are served)."""
+        node, trace = await self._find(request, context)
+        node.kineto.refresh(trace)
+        async for chunk in fetch.chunks(trace, self._trace_roots, socket.gethostname()):
+            yield chunk
+
     async def WatchMetrics(
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
@@ -166,6 +175,23 @@ class DynologService(pb_grpc.DynologServicer):
         session = DynamicSession(node, first.attach, *_controller(context, first.attach.client))
         async for reply in session.run(first.seq, requests):
             yield reply
+
+    async def ListIncidents(
+        self, request: pb.ListIncidentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListIncidentsResponse:
+        node = await self._require_ipc(context)
+        incidents = node.incidents.list(request.job_id, request.limit)
+        return pb.ListIncidentsResponse(incidents=[i.to_proto() for i in incidents])
+
+    async def GetIncident(
+        self, request: pb.GetIncidentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IncidentInfo:
+        node = await self._require_ipc(context)
+        incident = node.incidents.get(request.id)
+        if incident is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no incident {request.id} on this daemon")
+        assert incident is not None
+        return incident.to_proto()
 
     async def _accept(
         self,

@@ -35,6 +35,10 @@ class ProcessTrace:
     start_step: int = 0
     stop_step: int = 0  # exclusive
     output: str = ""  # directory or file
+    # The folder the request named (checked against --trace-root), set by the daemon when it stages the
+    # trace; the process's reports cannot change it: its files are served only from under it.
+    root: str = ""
+    uid: int = -1  # the process's user, as the kernel told: its files must be that user's to be served
     files: List[str] = field(default_factory=list)
     size_bytes: int = 0  # of the files
     error: str = ""
@@ -45,7 +49,15 @@ class ProcessTrace:
     @classmethod
     def of(cls, record: ProcessRecord, phase: TracePhase) -> ProcessTrace:
         now = time.time()
-        return cls(record.pid, record.host_pid, record.rank, phase, updated_at=now, history=[(phase, now)])
+        return cls(
+            record.pid,
+            record.host_pid,
+            record.rank,
+            phase,
+            uid=record.uid,
+            updated_at=now,
+            history=[(phase, now)],
+        )
 
 
 @dataclass
@@ -93,6 +105,7 @@ class TraceStore:
     def stage(self, trace: Trace, record: ProcessRecord, output: str) -> ProcessTrace:
         process = trace.processes[record.host_pid] = ProcessTrace.of(record, TracePhase.STAGED)
         process.current_step, process.output = record.current_step, output
+        process.root = os.path.dirname(output.rstrip("/"))  # <log-file>/<host>_<pid>_…/ or <dir>/<file>
         self._by_process[record.host_pid] = trace.trace_id
         return process
 

@@ -56,6 +56,10 @@ def rank(env: Mapping[str, str]) -> int:
     return _env_int(env, "RANK", "RANK_ID")
 
 
+def world_size(env: Mapping[str, str]) -> int:
+    return _env_int(env, "WORLD_SIZE", "RANK_SIZE")
+
+
 def job_id(env: Mapping[str, str]) -> int:
     return _env_int(env, "MSMONITOR_JOB_ID", "SLURM_JOB_ID", default=0)
 
@@ -123,7 +127,7 @@ def hello(
         job_id=job_id(env),
         rank=rank(env),
         local_rank=_env_int(env, "LOCAL_RANK"),
-        world_size=_env_int(env, "WORLD_SIZE", "RANK_SIZE"),
+        world_size=world_size(env),
         devices=devices(env),
         backend=backend(versions),
         versions=versions,

@@ -454,8 +454,34 @@ class TraceInfo(_message.Message):
     done: bool
     def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: _Optional[bool] = ...) -> None: ...
 
+class FileChunk(_message.Message):
+    __slots__ = ("host", "pid", "host_pid", "rank", "name", "path", "trace", "size", "offset", "data", "error")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    pid: int
+    host_pid: int
+    rank: int
+    name: str
+    path: str
+    trace: bool
+    size: int
+    offset: int
+    data: bytes
+    error: str
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., name: _Optional[str] = ..., path: _Optional[str] = ..., trace: _Optional[bool] = ..., size: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
+
 class NpuMonitorRequest(_message.Message):
-    __slots__ = ("targets", "start", "stop", "report_interval_s", "duration_s", "activity_kinds", "log_file", "export_type", "jsonl_rotate_log_lines", "jsonl_rotate_log_files", "filter", "top_n")
+    __slots__ = ("targets", "start", "stop", "report_interval_s", "duration_s", "activity_kinds", "log_file", "export_type", "jsonl_rotate_log_lines", "jsonl_rotate_log_files", "filter", "top_n", "auto_trace")
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
@@ -468,6 +494,7 @@ class NpuMonitorRequest(_message.Message):
     JSONL_ROTATE_LOG_FILES_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     TOP_N_FIELD_NUMBER: _ClassVar[int]
+    AUTO_TRACE_FIELD_NUMBER: _ClassVar[int]
     targets: Targets
     start: bool
     stop: bool
@@ -480,7 +507,22 @@ class NpuMonitorRequest(_message.Message):
     jsonl_rotate_log_files: str
     filter: str
     top_n: int
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., start: _Optional[bool] = ..., stop: _Optional[bool] = ..., report_interval_s: _Optional[int] = ..., duration_s: _Optional[float] = ..., activity_kinds: _Optional[_Iterable[str]] = ..., log_file: _Optional[str] = ..., export_type: _Optional[str] = ..., jsonl_rotate_log_lines: _Optional[str] = ..., jsonl_rotate_log_files: _Optional[str] = ..., filter: _Optional[str] = ..., top_n: _Optional[int] = ...) -> None: ...
+    auto_trace: AutoTrace
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., start: _Optional[bool] = ..., stop: _Optional[bool] = ..., report_interval_s: _Optional[int] = ..., duration_s: _Optional[float] = ..., activity_kinds: _Optional[_Iterable[str]] = ..., log_file: _Optional[str] = ..., export_type: _Optional[str] = ..., jsonl_rotate_log_lines: _Optional[str] = ..., jsonl_rotate_log_files: _Optional[str] = ..., filter: _Optional[str] = ..., top_n: _Optional[int] = ..., auto_trace: _Optional[_Union[AutoTrace, _Mapping]] = ...) -> None: ...
+
+class AutoTrace(_message.Message):
+    __slots__ = ("slowdown", "for_intervals", "iterations", "cooldown_s", "max_per_day")
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    FOR_INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    COOLDOWN_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_DAY_FIELD_NUMBER: _ClassVar[int]
+    slowdown: float
+    for_intervals: int
+    iterations: int
+    cooldown_s: int
+    max_per_day: int
+    def __init__(self, slowdown: _Optional[float] = ..., for_intervals: _Optional[int] = ..., iterations: _Optional[int] = ..., cooldown_s: _Optional[int] = ..., max_per_day: _Optional[int] = ...) -> None: ...
 
 class NameStats(_message.Message):
     __slots__ = ("name", "domain", "count", "total_ns", "mean_ns")
@@ -689,3 +731,87 @@ class DynamicReply(_message.Message):
     ended: bool
     commands_left: int
     def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: _Optional[bool] = ..., commands_left: _Optional[int] = ...) -> None: ...
+
+class ListIncidentsRequest(_message.Message):
+    __slots__ = ("job_id", "limit")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    limit: int
+    def __init__(self, job_id: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class NameFigure(_message.Message):
+    __slots__ = ("name", "baseline_ns", "current_ns")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_NS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_NS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    baseline_ns: float
+    current_ns: float
+    def __init__(self, name: _Optional[str] = ..., baseline_ns: _Optional[float] = ..., current_ns: _Optional[float] = ...) -> None: ...
+
+class IncidentEvent(_message.Message):
+    __slots__ = ("at", "what")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    WHAT_FIELD_NUMBER: _ClassVar[int]
+    at: float
+    what: str
+    def __init__(self, at: _Optional[float] = ..., what: _Optional[str] = ...) -> None: ...
+
+class IncidentInfo(_message.Message):
+    __slots__ = ("id", "at", "hostname", "job_id", "rank", "pid", "host_pid", "kind", "device", "name", "detection", "baseline_ns", "current_ns", "intervals", "report_seq", "traced", "action", "trace_id", "trace_files", "figures", "timeline")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOST_PID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETECTION_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_NS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_NS_FIELD_NUMBER: _ClassVar[int]
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TRACED_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FILES_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    at: float
+    hostname: str
+    job_id: int
+    rank: int
+    pid: int
+    host_pid: int
+    kind: str
+    device: int
+    name: str
+    detection: str
+    baseline_ns: float
+    current_ns: float
+    intervals: int
+    report_seq: int
+    traced: bool
+    action: str
+    trace_id: str
+    trace_files: _containers.RepeatedScalarFieldContainer[str]
+    figures: _containers.RepeatedCompositeFieldContainer[NameFigure]
+    timeline: _containers.RepeatedCompositeFieldContainer[IncidentEvent]
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[float] = ..., hostname: _Optional[str] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., kind: _Optional[str] = ..., device: _Optional[int] = ..., name: _Optional[str] = ..., detection: _Optional[str] = ..., baseline_ns: _Optional[float] = ..., current_ns: _Optional[float] = ..., intervals: _Optional[int] = ..., report_seq: _Optional[int] = ..., traced: _Optional[bool] = ..., action: _Optional[str] = ..., trace_id: _Optional[str] = ..., trace_files: _Optional[_Iterable[str]] = ..., figures: _Optional[_Iterable[_Union[NameFigure, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[IncidentEvent, _Mapping]]] = ...) -> None: ...
+
+class ListIncidentsResponse(_message.Message):
+    __slots__ = ("incidents",)
+    INCIDENTS_FIELD_NUMBER: _ClassVar[int]
+    incidents: _containers.RepeatedCompositeFieldContainer[IncidentInfo]
+    def __init__(self, incidents: _Optional[_Iterable[_Union[IncidentInfo, _Mapping]]] = ...) -> None: ...
+
+class GetIncidentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...

@@ -69,6 +69,11 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
                 _registered_method=True)
+        self.FetchTraceFiles = channel.unary_stream(
+                '/dynolog.v1.Dynolog/FetchTraceFiles',
+                request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.FileChunk.FromString,
+                _registered_method=True)
         self.NpuMonitor = channel.unary_unary(
                 '/dynolog.v1.Dynolog/NpuMonitor',
                 request_serializer=dynoproto_dot_dynolog__pb2.NpuMonitorRequest.SerializeToString,
@@ -83,6 +88,16 @@ class DynologStub:
                 '/dynolog.v1.Dynolog/Dynamic',
                 request_serializer=dynoproto_dot_dynolog__pb2.DynamicRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.DynamicReply.FromString,
+                _registered_method=True)
+        self.ListIncidents = channel.unary_unary(
+                '/dynolog.v1.Dynolog/ListIncidents',
+                request_serializer=dynoproto_dot_dynolog__pb2.ListIncidentsRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.ListIncidentsResponse.FromString,
+                _registered_method=True)
+        self.GetIncident = channel.unary_unary(
+                '/dynolog.v1.Dynolog/GetIncident',
+                request_serializer=dynoproto_dot_dynolog__pb2.GetIncidentRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.IncidentInfo.FromString,
                 _registered_method=True)
 
 
@@ -136,6 +151,14 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchTraceFiles(self, request, context):
+        """The files the trace's processes wrote on this host, in chunks: only the files each process reported
+        for this trace, under the folder its request named. Operators only: it is not a Get/List/Watch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def NpuMonitor(self, request, context):
         """Always-on monitoring (msMonitor's npu-monitor) and its per-interval reports.
         """
@@ -153,6 +176,19 @@ class DynologServicer:
         """msprof's dynamic mode (`dyno dynamic`): attach to processes, then start and stop collection windows
         at will. The processes are held for as long as the stream lasts: one controller per process.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListIncidents(self, request, context):
+        """Slowdowns npu-monitor detected (its --auto-trace) and the traces taken of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIncident(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -195,6 +231,11 @@ def add_DynologServicer_to_server(servicer, server):
                     request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
             ),
+            'FetchTraceFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchTraceFiles,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.FileChunk.SerializeToString,
+            ),
             'NpuMonitor': grpc.unary_unary_rpc_method_handler(
                     servicer.NpuMonitor,
                     request_deserializer=dynoproto_dot_dynolog__pb2.NpuMonitorRequest.FromString,
@@ -209,6 +250,16 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.Dynamic,
                     request_deserializer=dynoproto_dot_dynolog__pb2.DynamicRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.DynamicReply.SerializeToString,
+            ),
+            'ListIncidents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIncidents,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.ListIncidentsRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.ListIncidentsResponse.SerializeToString,
+            ),
+            'GetIncident': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIncident,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GetIncidentRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.IncidentInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -411,6 +462,33 @@ class Dynolog:
             _registered_method=True)
 
     @staticmethod
+    def FetchTraceFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/FetchTraceFiles',
+            dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def NpuMonitor(request,
             target,
             options=(),
@@ -481,6 +559,60 @@ class Dynolog:
             '/dynolog.v1.Dynolog/Dynamic',
             dynoproto_dot_dynolog__pb2.DynamicRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.DynamicReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIncidents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/ListIncidents',
+            dynoproto_dot_dynolog__pb2.ListIncidentsRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.ListIncidentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIncident(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/GetIncident',
+            dynoproto_dot_dynolog__pb2.GetIncidentRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.IncidentInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -153,6 +153,33 @@ def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
     errors += _config_safe("filter", request.filter)
     if not 0 <= request.top_n <= 1000:
         errors.append(FieldError("top_n", f"must be in 0..1000 (0: the default 10), got {request.top_n}"))
+    if request.HasField("auto_trace"):
+        errors += auto_trace(request)
+    return errors
+
+
+# --auto-trace's keys: (field, the key a user types, lowest, highest)
+AUTO_TRACE_RANGES = (
+    ("for_intervals", "for", 1, 100),
+    ("iterations", "iterations", 1, 1000),
+    ("max_per_day", "max", 1, 10_000),
+)
+
+
+def auto_trace(request: pb.NpuMonitorRequest) -> List[FieldError]:
+    """``--auto-trace``: with a start only; each key in its range, named as the user types it."""
+    a = request.auto_trace
+    errors = []
+    if not request.start:
+        errors.append(FieldError("auto_trace", "goes with --npu-monitor-start"))
+    if not 0 < a.slowdown <= 10:
+        errors.append(
+            FieldError("auto_trace", f"slowdown must be in 0..1000 % (above 0), got {a.slowdown:.0%}")
+        )
+    for name, key, low, high in AUTO_TRACE_RANGES:
+        value = getattr(a, name)
+        if not low <= value <= high:
+            errors.append(FieldError("auto_trace", f"{key} must be in {low}..{high}, got {value}"))
     return errors
 
 

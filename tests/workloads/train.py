@@ -3,9 +3,10 @@
 Prints ``ready pid=N`` once torch is imported and the first step ran, then trains until its stdin
 closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
 ``--import MODULE`` imports a framework extension after torch, as a user's script does
-(``import torch_npu``). ``--report-steps FILE`` writes, on the way out, each step's wall-clock start
-and the time its work took (the padding excluded) as JSON, for benchmarks; without it nothing is
-recorded.
+(``import torch_npu``). ``--process-group URL`` first joins a gloo process group there (``file://…``;
+RANK and WORLD_SIZE from the environment). ``--report-steps FILE`` writes, on the way out, each step's
+wall-clock start and the time its work took (the padding excluded) as JSON, for benchmarks; without it
+nothing is recorded.
 """
 
 import argparse
@@ -27,7 +28,15 @@ parser.add_argument(
     "--resource-tracker", action="store_true", help="start multiprocessing's resource tracker (a helper)"
 )
 parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+parser.add_argument("--process-group", metavar="URL", help="join torch.distributed's gloo group at URL first")
 args = parser.parse_args()
+if args.process_group:  # RANK and WORLD_SIZE from the environment; returns once every rank joined
+    import torch.distributed
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.distributed.init_process_group(
+        "gloo", init_method=args.process_group, rank=rank, world_size=world_size
+    )
 for module in args.imports:
     importlib.import_module(module)
 if args.resource_tracker:  # as MindSpore does: a spawn-context semaphore starts the tracker process

@@ -6,7 +6,7 @@ from argparse import Namespace
 
 from msmonitor_plugin.vocabulary import DEFAULT_DURATION_MS
 
-from ..cli import SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill
+from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill
 from ..target import Target
 
 FLAGS = (
@@ -45,6 +45,7 @@ FLAGS = (
     ),
     Flag("--wait", None, bool, False, "wait until every triggered process wrote its file"),
     WAIT_TIMEOUT,
+    COLLECT,
     SYNC,
 )
 

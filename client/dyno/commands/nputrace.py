@@ -13,7 +13,7 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill, true_false
+from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill, true_false
 from ..target import Target
 
 FLAGS = (
@@ -66,6 +66,7 @@ FLAGS = (
     Flag("--sys-interconnection", "sys_interconnection", bool, False, "HCCS / PCIe data (Ascend)"),
     Flag("--wait", None, bool, False, "wait until every triggered process wrote its files"),
     WAIT_TIMEOUT,
+    COLLECT,
     SYNC,
 )
 

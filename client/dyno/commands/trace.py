@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import TYPE_CHECKING
 
-from ..cli import WAIT_TIMEOUT, Command, Flag, fill
+from ..cli import COLLECT, WAIT_TIMEOUT, Command, Flag, fill
 from ..exits import CliError
 from ..output import as_dict, print_json
 from ..target import Target
@@ -17,29 +17,42 @@ FLAGS = (
     Flag("trace_id", "trace_id", str, None, "the id nputrace or gputrace printed"),
     Flag("--wait", None, bool, False, "wait until every process finished or failed"),
     WAIT_TIMEOUT,
+    COLLECT,
 )
 
 
 def run(target: Target, args: Namespace) -> None:
-    """Show where one trace stands in each process: phase, steps, files or error."""
-    from .. import requests
+    """Show where one trace stands in each process: phase, steps, files or error.
+
+    With --collect DIR, then fetch the files of every process that finished it into DIR here:
+      dyno --hostname node001 trace 123456789012345678 --wait --collect ./job-traces
+    """
+    from .. import collect, requests
 
     info = ask(target, args)
     if target.json:
         print_json(as_dict(info))
     else:
         requests.print_trace(info)
-    failed = requests.trace_failed(info)
+    missing = collect.requested(args, [(target, info.trace_id)], target.json)
+    failed = requests.trace_failed(info) or missing
     if failed:
         raise CliError(failed)
 
 
 def across(target: Target, args: Namespace) -> None:
     """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
-    from .. import fanout, requests
+    from .. import collect, fanout, requests
 
     view = fanout.View(requests.TRACE_HEADERS, requests.trace_rows, as_dict, requests.trace_failed)
-    fanout.run(target, lambda one: ask(one, args, label=one.hostname), view)
+    fleet = fanout.fleet(target)
+    asked = fanout.gather(fleet, lambda one: ask(one, args, label=one.hostname), target.parallel, view.judge)
+    fanout.show(target, asked, view)
+    known = [(one, args.trace_id) for one, o in zip(fleet, asked) if o.answer is not None]
+    missing = collect.requested(args, known, target.json)
+    fanout.verdict(asked)
+    if missing:
+        raise CliError(missing)
 
 
 def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:

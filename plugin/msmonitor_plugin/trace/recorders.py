@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import socket
 import tempfile
 import time
-from typing import Any, List
+from typing import Any, Dict, List, Mapping, Optional, Union
 
-from .. import configtext
+from .. import configtext, identity
 from ..identity import imported
 from ..vocabulary import CommandKind, timestamp
 from . import prof
@@ -190,6 +191,23 @@ class TorchRecorder(Recorder):
             self.warnings.append("this torch profiles only the thread that started the window")
             return None
 
+    def start(self, first_step: int) -> None:
+        super().start(first_step)
+        self._add_distributed_info()
+
+    def _add_distributed_info(self) -> None:
+        """Kineto's ``distributedInfo`` from the environment's rank, when torch.distributed cannot give
+        it: tools that analyse a job's traces together (HolisticTraceAnalysis) tell the ranks apart by
+        it alone. Where a process group is initialised, torch.profiler has added its own at start (with
+        the backend and the groups): that one is kept, never doubled."""
+        info = distributed_info(os.environ)
+        if info is None or _process_group_initialised():
+            return
+        try:  # torch's own call for trace metadata: Kineto writes it at the top of the trace
+            self._profile.add_metadata_json("distributedInfo", json.dumps(info))
+        except (AttributeError, RuntimeError) as exc:  # an older torch, or a profiler that did not start
+            self.warnings.append(f"the trace carries no distributedInfo (rank {info['rank']}): {exc}")
+
     @property
     def output(self) -> str:
         return self._file if self.spec.kind == CommandKind.GPUTRACE else self._dir
@@ -218,6 +236,26 @@ class TorchRecorder(Recorder):
         if self.spec.analyse:
             files += analyse_file(self._file, self._dir)
         return files
+
+
+def distributed_info(env: Mapping[str, str]) -> Optional[Dict[str, Union[str, int]]]:
+    """``distributedInfo`` as torch.profiler writes it (backend, rank, world_size), from the launcher's
+    environment (RANK / WORLD_SIZE, or Ascend's RANK_ID / RANK_SIZE); None when no rank is set. The
+    backend is empty: without a process group there is none (torch names it from the group)."""
+    rank = identity.rank(env)
+    if rank < 0:
+        return None
+    info: Dict[str, Union[str, int]] = {"backend": "", "rank": rank}
+    size = identity.world_size(env)
+    if size > 0:
+        info["world_size"] = size
+    return info
+
+
+def _process_group_initialised() -> bool:
+    """Whether torch.distributed has a default process group (then torch writes distributedInfo)."""
+    dist = imported("torch.distributed")
+    return bool(dist is not None and dist.is_available() and dist.is_initialized())
 
 
 def _why_unwritten(folder: str) -> str:

@@ -1,0 +1,243 @@
+"""``--collect DIR``: a trace's files, fetched from every host that took it (``FetchTraceFiles``) into one
+local folder laid out as HolisticTraceAnalysis reads a job — ``TraceAnalysis(trace_dir=DIR)`` loads
+every ``*.json`` / ``*.json.gz`` at the top of the folder as one rank's trace, the rank read from the
+trace's ``distributedInfo``:
+
+    DIR/<host>_rank<R>_pid<P>.pt.trace.json   each process's Chrome trace (its own suffix kept)
+    DIR/<host>_rank<R>_pid<P>/<name>          its other files (summaries, torch_npu's folder), by the
+                                              name they have under the trace's --log-file on the host
+
+``<host>`` is the host as dyno reached it (each named once in a fan-out), ``<P>`` the pid on that host:
+two processes never share a name. Each file is written as a hidden ``.part`` and linked into place only
+when complete, so a reader never sees half a trace; an existing file is never replaced (it is named as
+not fetched instead). The names a daemon sends are checked: none leaves DIR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from argparse import Namespace
+from typing import IO, List, NamedTuple, Optional, Sequence, TextIO, Tuple
+
+import grpc
+
+from dynoproto import dynolog_pb2 as pb
+
+from . import fanout
+from .connection import connect, rpc_error
+from .exits import EXIT_USAGE, CliError
+from .target import Target
+
+MIB = 1 << 20
+PROGRESS_EVERY = 64 * MIB  # a progress line per this much of one file; smaller files get none
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # longest first
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class Collected(NamedTuple):
+    """What one host gave: the files written (paths in DIR), their bytes, and what it could not give."""
+
+    files: List[str]
+    size: int
+    failed: List[str]
+
+
+def check(args: Namespace) -> None:
+    """``--collect`` on a trace command fetches what ``--wait`` saw written: without it, nothing is."""
+    if args.collect and not args.wait:
+        raise CliError("--collect fetches the files once every process wrote them: add --wait", EXIT_USAGE)
+
+
+def requested(args: Namespace, sources: Sequence[Tuple[Target, str]], quiet: bool) -> str:
+    """With ``--collect DIR``, :func:`gather` into DIR; without it, nothing. Why some file is missing,
+    or "" when none is."""
+    return gather(sources, args.collect, args, quiet) if args.collect and sources else ""
+
+
+def gather(sources: Sequence[Tuple[Target, str]], folder: str, args: Namespace, quiet: bool) -> str:
+    """Fetch each (host, trace id)'s files into *folder*, a few hosts at once; print what came (on
+    stderr when *quiet*: stdout then holds --json). Returns why some file is missing, "" when none is."""
+    os.makedirs(folder, exist_ok=True)
+    trace_ids = dict(sources)
+
+    def fetch(one: Target) -> Collected:
+        return collect(one, trace_ids[one], folder, args.wait_timeout, quiet)
+
+    parallel = min((one.parallel for one, _ in sources), default=1)
+    outcomes = fanout.gather([one for one, _ in sources], fetch, parallel)
+    failed = [f"{o.host}: {o.why}" for o in outcomes if o.answer is None]
+    failed += [why for o in outcomes if o.answer is not None for why in o.answer.failed]
+    files = [f for o in outcomes if o.answer is not None for f in o.answer.files]
+    size = sum(o.answer.size for o in outcomes if o.answer is not None)
+    out = sys.stderr if quiet else sys.stdout
+    for why in failed:
+        print(f"  not fetched: {why}", file=sys.stderr)
+    hosts = len({o.host for o in outcomes if o.answer is not None and o.answer.files})
+    print(
+        f"collected {len(files)} file(s), {size / MIB:.1f} MiB, from {hosts} host(s) into {folder}",
+        file=out,
+    )
+    out.flush()
+    return f"{len(failed)} of the trace's files could not be fetched into {folder}" if failed else ""
+
+
+def collect(target: Target, trace_id: str, folder: str, timeout: float, quiet: bool) -> Collected:
+    """One host's files of *trace_id* into *folder*. A stream that breaks names the file it broke in;
+    a daemon that cannot be asked at all is a :class:`CliError`, as for any call."""
+    writer = Writer(folder, target.hostname, None if quiet else sys.stderr)
+    with connect(target) as stub:
+        stream = stub.FetchTraceFiles(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout)
+        try:
+            for chunk in stream:
+                writer.take(chunk)
+        except grpc.RpcError as exc:
+            if not writer.started:
+                raise  # connect() words it: unreachable, refused, not found
+            writer.fail_current(str(rpc_error(target, exc)).splitlines()[0])
+        finally:
+            writer.close()
+    return Collected(writer.files, writer.size, writer.failed)
+
+
+def local_name(chunk: pb.FileChunk, host: str) -> str:
+    """Where *chunk*'s file goes, relative to DIR (see the module's docstring); ValueError when the name
+    the daemon sent would leave its process's folder."""
+    rank = f"_rank{chunk.rank}" if chunk.rank >= 0 else ""
+    prefix = f"{_UNSAFE.sub('_', host)}{rank}_pid{chunk.host_pid}"
+    if chunk.trace:
+        suffix = next((s for s in TRACE_SUFFIXES if chunk.name.endswith(s)), ".json")
+        return prefix + suffix
+    parts = chunk.name.replace("\\", "/").split("/")
+    if chunk.name.startswith("/") or not chunk.name or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{chunk.name!r} is not a name inside the trace's folder")
+    return os.path.join(prefix, *parts)
+
+
+class _Part:
+    """One file being received: a hidden temporary beside its final name, linked there when complete."""
+
+    def __init__(self, final: str, size: int) -> None:
+        self.final, self.size, self.received = final, size, 0
+        if os.path.lexists(final):
+            raise OSError(f"{final} exists: not overwritten")
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        fd, self.path = tempfile.mkstemp(
+            prefix=f".{os.path.basename(final)}.", suffix=".part", dir=os.path.dirname(final)
+        )
+        self.file: IO[bytes] = os.fdopen(fd, "wb")
+
+    def write(self, chunk: pb.FileChunk) -> None:
+        if chunk.offset != self.received:
+            raise OSError(f"{self.final}: a piece at byte {chunk.offset}, {self.received} expected")
+        self.file.write(chunk.data)
+        self.received += len(chunk.data)
+
+    def finish(self) -> None:
+        self.file.close()
+        if self.received != self.size:
+            raise OSError(f"{self.final}: {self.received} of {self.size} bytes came")
+        try:
+            os.link(self.path, self.final)  # fails if the name appeared meanwhile: nothing is replaced
+        except FileExistsError:
+            raise OSError(f"{self.final} exists: not overwritten") from None
+        except OSError:  # a file system without hard links: look, then rename
+            if os.path.lexists(self.final):
+                raise OSError(f"{self.final} exists: not overwritten") from None
+            os.rename(self.path, self.final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def abort(self) -> None:
+        self.file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+class Writer:
+    """Writes one host's stream of chunks: a file is done when the next one starts, or the stream ends."""
+
+    def __init__(self, folder: str, host: str, progress: Optional[TextIO]) -> None:
+        self.folder, self.host, self.progress = folder, host, progress
+        self.files: List[str] = []
+        self.failed: List[str] = []
+        self.size = 0
+        self.started = False  # a chunk came: the daemon found the trace
+        self._key: Optional[Tuple[int, str]] = None  # (host pid, name) of the file being received
+        self._part: Optional[_Part] = None
+        self._name = ""
+
+    def take(self, chunk: pb.FileChunk) -> None:
+        self.started = True
+        if chunk.error:
+            self._end()
+            self.failed.append(f"{self.host}: {chunk.error}")
+            return
+        key = (chunk.host_pid, chunk.name)
+        if key != self._key or chunk.offset == 0:
+            self._end()
+            self._key = key
+            self._begin(chunk)
+        if self._part is not None:
+            self._write(chunk)
+
+    def fail_current(self, why: str) -> None:
+        """The stream broke: the file being received is named with why; no later file came."""
+        name = f"{self._name}: " if self._part is not None else ""
+        if self._part is not None:
+            self._part.abort()
+            self._part = None
+        self.failed.append(f"{self.host}: {name}the stream broke ({why}); later files did not come")
+
+    def close(self) -> None:
+        self._end()
+
+    def _begin(self, chunk: pb.FileChunk) -> None:
+        self._name = chunk.path or chunk.name
+        try:
+            self._part = _Part(os.path.join(self.folder, local_name(chunk, self.host)), chunk.size)
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+
+    def _write(self, chunk: pb.FileChunk) -> None:
+        assert self._part is not None
+        try:
+            self._part.write(chunk)
+        except OSError as exc:
+            self._part.abort()
+            self._part = None
+            self._failed(exc)
+            return
+        self._report(self._part, len(chunk.data))
+
+    def _end(self) -> None:
+        part, self._part, self._key = self._part, None, None
+        if part is None:
+            return
+        try:
+            part.finish()
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self.files.append(part.final)
+        self.size += part.size
+
+    def _failed(self, exc: BaseException) -> None:
+        why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.failed.append(f"{self.host}: {self._name}: {why}")
+
+    def _report(self, part: _Part, just: int) -> None:
+        """A line each PROGRESS_EVERY bytes of a big file, so a long fetch shows it moves."""
+        if self.progress is None or part.size < PROGRESS_EVERY:
+            return
+        if part.received // PROGRESS_EVERY != (part.received - just) // PROGRESS_EVERY or (
+            part.received == part.size
+        ):
+            self.progress.write(
+                f"  {self.host}: {self._name}: {part.received / MIB:.0f} of {part.size / MIB:.0f} MiB\n"
+            )
+            self.progress.flush()
