@@ -190,6 +190,32 @@ class DaemonConfig:
         type=_unlimited_or_count,
         metavar="STREAMS",
     )
+    # npu-monitor --auto-trace: the detector's windows (the thresholds travel with each start).
+    auto_trace_dir: Optional[Path] = flag(
+        None, "where --auto-trace writes its traces (default: traces/ beside the log file)", type=Path
+    )
+    incident_window: int = flag(
+        30, "report intervals in a name's baseline (its median and MAD) (default 30)", type=_count
+    )
+    incident_warmup: int = flag(
+        2,
+        "first report intervals of each monitoring session that are never judged (default 2)",
+        type=_unlimited_or_count,
+    )
+    incident_min_baseline: int = flag(
+        5, "intervals a name needs in its baseline before it can raise an incident (default 5)", type=_count
+    )
+    incident_noise_k: float = flag(
+        3.0,
+        "a slow interval must also exceed the baseline by this many MADs (scaled to a standard "
+        "deviation) (default 3)",
+        type=_unlimited_or_rate,
+    )
+    incident_min_us: float = flag(
+        50.0,
+        "names with less time than this in an interval are not judged (default 50 us)",
+        type=_unlimited_or_rate,
+    )
     ignored_flags: List[str] = field(default_factory=list)  # the C++ dynolog's, found in the arguments
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from typing import Dict, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
@@ -27,7 +27,7 @@ from msmonitor_plugin.monitor.report import (
 from . import targeting
 from .drops import Drops
 from .registry import ProcessRecord, Registry
-from .sinks import ProcessLabels, Sinks, SinkWorker
+from .sinks import Mark, ProcessLabels, Sinks, SinkWorker
 from .sinks.prometheus import PrometheusSink
 
 MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
@@ -49,6 +49,8 @@ class Metrics:
         self._latest: Dict[int, Tuple[ProcessRecord, Report]] = {}
         self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
         self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
+        # Told of every whole report, after the sinks (incident detection).
+        self.report_listeners: List[Callable[[ProcessRecord, Report], None]] = []
         drops.source(lambda: {"partial_reports": sum(a.incomplete for a in self._assemblers.values())})
         # Reports received whole, and those handed to watch streams (one per stream); with the sinks'
         # own counts and the drops, every report is accounted for (Prometheus:
@@ -134,6 +136,12 @@ class Metrics:
                 queue.put_nowait(message)
                 self._watched += 1
         self._sinks.emit(labels_of(record, self._hostname), report)
+        for listener in self.report_listeners:
+            listener(record, report)
+
+    def mark(self, record: ProcessRecord, mark: Mark) -> None:
+        """An event at one of *record*'s reports, for the sinks that show such (TensorBoard)."""
+        self._sinks.mark(labels_of(record, self._hostname), mark)
 
 
 def to_proto(record: ProcessRecord, report: Report, hostname: str) -> pb.MetricsReport:

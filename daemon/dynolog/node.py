@@ -11,6 +11,7 @@ from .clients.plugin import PluginClient
 from .commands import CommandPipeline
 from .delivery import Delivery
 from .drops import Drops
+from .incidents import IncidentSettings, IncidentWatch
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
 from .kinds.gputrace import GpuTrace
 from .kinds.npumonitor import NpuMonitor
@@ -18,6 +19,7 @@ from .kinds.nputrace import NpuTrace
 from .metrics import Metrics
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
+from .sinks.prometheus import PrometheusSink
 from .traces import TraceStore
 
 
@@ -38,29 +40,47 @@ class Node:
     holds: Holds
     dynamic_attach: DynamicAttach
     dynamic_window: DynamicWindow
-    # Told when a process leaves (the `dyno dynamic` sessions that hold it).
+    incidents: IncidentWatch
+    # Told when a process leaves (incident detection, the `dyno dynamic` sessions that hold it).
     gone_listeners: List[Callable[[ProcessRecord, str], None]] = field(default_factory=list)
 
     @classmethod
-    def build(cls, keepalive_s: float, sinks: Optional[Sinks] = None) -> Node:
+    def build(
+        cls, keepalive_s: float, sinks: Optional[Sinks] = None, incidents: Optional[IncidentSettings] = None
+    ) -> Node:
         registry, traces, delivery, holds = Registry(keepalive_s), TraceStore(), Delivery(), Holds()
         drops = Drops()
+        pipeline, nputrace, npumonitor = (
+            CommandPipeline(registry, traces),
+            NpuTrace(traces, delivery),
+            NpuMonitor(delivery),
+        )
+        metrics = Metrics(registry, drops, sinks)
+        watch = IncidentWatch(
+            incidents or IncidentSettings(), pipeline, npumonitor, nputrace, traces, metrics
+        )
+        metrics.report_listeners.append(watch.report)
+        for sink in sinks.sinks if sinks else ():
+            if isinstance(sink, PrometheusSink):
+                sink.daemon_incidents = watch.counts
         return cls(
             registry=registry,
             traces=traces,
             delivery=delivery,
-            pipeline=CommandPipeline(registry, traces),
-            nputrace=NpuTrace(traces, delivery),
+            pipeline=pipeline,
+            nputrace=nputrace,
             gputrace=GpuTrace(traces, delivery),
-            npumonitor=NpuMonitor(delivery),
+            npumonitor=npumonitor,
             plugin=PluginClient(traces, delivery),
             kineto=KinetoClient(traces),
             msmonitor=MsMonitorClient(traces),
-            metrics=Metrics(registry, drops, sinks),
+            metrics=metrics,
             drops=drops,
             holds=holds,
             dynamic_attach=DynamicAttach(holds),
             dynamic_window=DynamicWindow(traces, delivery, holds),
+            incidents=watch,
+            gone_listeners=[watch.gone],
         )
 
     def process_gone(self, record: ProcessRecord, why: str) -> None:
@@ -70,9 +90,11 @@ class Node:
         )
         self.metrics.forget(record)
         self.delivery.forget(record.host_pid)
+        self.npumonitor.forget(record.host_pid)
         for listener in list(self.gone_listeners):
             listener(record, why)
         self.holds.forget(record.host_pid)
 
     def close(self) -> None:
         self.metrics.close()
+        self.incidents.close()

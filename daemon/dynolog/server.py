@@ -26,6 +26,7 @@ from . import __version__, ipc, logs
 from .auth import AccessPolicy, AuthInterceptor
 from .config import NO_CERTS, DaemonConfig
 from .dispatch import IpcDispatcher
+from .incidents import incident_settings
 from .ipc import IpcError
 from .limits import ClientLimiter, LimitInterceptor, Limits
 from .node import Node
@@ -71,7 +72,7 @@ class Daemon:
         tls = self._check_transport()
         if config.enable_ipc_monitor:
             sinks = self._sinks()
-            self.node = Node.build(config.process_keepalive_s, sinks)
+            self.node = Node.build(config.process_keepalive_s, sinks, incident_settings(config))
             for sink in sinks.sinks:
                 if isinstance(sink, PrometheusSink):
                     sink.daemon_drops = self.node.drops.snapshot

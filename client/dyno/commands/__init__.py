@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..cli import Command, Entry, Group
-from . import dynamic, gputrace, npu_monitor, nputrace, processes, status, trace, version
+from . import dynamic, gputrace, incidents, npu_monitor, nputrace, processes, status, trace, version
 
 
 def _certs() -> Sequence[Command]:
@@ -28,7 +28,7 @@ def _service() -> Sequence[Command]:
 COMMANDS: Sequence[Entry] = (
     *(
         module.COMMAND
-        for module in (status, version, processes, nputrace, gputrace, trace, dynamic, npu_monitor)
+        for module in (status, version, processes, nputrace, gputrace, trace, dynamic, npu_monitor, incidents)
     ),
     Group("service", "Export the inference service profiler's recordings (offline).", _service),
     Group("certs", "Make, check and revoke the certificates for mutual TLS (--certs-dir).", _certs),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from argparse import Namespace
+from argparse import ArgumentTypeError, Namespace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Sequence, Tuple
 
 from msmonitor_plugin.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
@@ -26,6 +26,61 @@ if TYPE_CHECKING:
     from .. import fanout
 
 CLEAR = "\033[H\033[2J"
+
+
+class AutoTrace(NamedTuple):
+    """``--auto-trace``'s keys, as the AutoTrace message holds them; each default is a key left out."""
+
+    slowdown: float = 0.25
+    for_intervals: int = 3
+    iterations: int = 2
+    cooldown_s: int = 30 * 60
+    max_per_day: int = 3
+
+
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _percent(text: str) -> float:
+    return float(text.removesuffix("%")) / 100
+
+
+def _seconds(text: str) -> int:
+    unit = text[-1:] if text[-1:] in _UNITS_S else "s"
+    return int(float(text.removesuffix(unit)) * _UNITS_S[unit])
+
+
+def _per_day(text: str) -> int:
+    return int(text.removesuffix("/day"))
+
+
+# key -> (the AutoTrace field, how its text reads)
+_AUTO_TRACE_KEYS: Dict[str, Tuple[str, Callable[[str], Any]]] = {
+    "slowdown": ("slowdown", _percent),
+    "for": ("for_intervals", int),
+    "iterations": ("iterations", int),
+    "cooldown": ("cooldown_s", _seconds),
+    "max": ("max_per_day", _per_day),
+}
+
+
+def auto_trace(text: str) -> AutoTrace:
+    """``slowdown=25%,for=3,iterations=2,cooldown=30m,max=3/day`` (any of the keys; ``on``: the defaults)."""
+    values: Dict[str, Any] = {}
+    for item in split_list("" if text == "on" else text):
+        key, _, value = item.partition("=")
+        if key not in _AUTO_TRACE_KEYS:
+            raise ArgumentTypeError(f"unknown key {key!r} in {text!r} (keys: {', '.join(_AUTO_TRACE_KEYS)})")
+        field, parse = _AUTO_TRACE_KEYS[key]
+        try:
+            values[field] = parse(value.strip())
+        except ValueError:
+            raise ArgumentTypeError(f"{key}={value!r} does not read as {_EXAMPLES[key]}") from None
+    return AutoTrace(**values)
+
+
+_EXAMPLES = {"slowdown": "25%", "for": "3", "iterations": "2", "cooldown": "30m (s, m, h, d)", "max": "3/day"}
+
 FLAGS = (
     Flag("--npu-monitor-start", "start", bool, False, "start monitoring"),
     Flag("--npu-monitor-stop", "stop", bool, False, "stop monitoring (flush and tear down)"),
@@ -54,6 +109,16 @@ FLAGS = (
     Flag("--json-rotate-log-lines", "jsonl_rotate_log_lines", str, "", "Jsonl lines per file, 100..500000"),
     Flag("--json-rotate-log-files", "jsonl_rotate_log_files", str, "", "Jsonl files kept (-1: all)"),
     Flag("--top-n", "top_n", int, DEFAULT_TOP_N, "names reported per kind and device, by total time"),
+    Flag(
+        "--auto-trace",
+        None,
+        auto_trace,
+        None,
+        "with --npu-monitor-start: when a name gets slower than its baseline (or than the other ranks) by "
+        "slowdown for `for` intervals, trace `iterations` steps of that process and resume monitoring; "
+        "at most one trace per cooldown per process, max per day per job. Defaults: "
+        "'slowdown=25%,for=3,iterations=2,cooldown=30m,max=3/day' ('on': all of them); see dyno incidents",
+    ),
     *TARGETING,
     Flag("--watch", None, bool, False, "live table of the reports per host/rank/kind; Ctrl-C leaves"),
     Flag("--status", None, bool, False, "which processes monitor now"),
@@ -66,12 +131,11 @@ def run(target: Target, args: Namespace) -> None:
     Example: dyno npu-monitor --npu-monitor-start --report-interval-s 10 --mspti-activity-kind Kernel,API
     On many hosts, one live table of every host's processes: dyno --hosts 'node[001-016]' npu-monitor --watch
     """
-    from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
     from .. import requests
 
-    request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    request = _request(args)
     if args.status:
         return _status(target, request.targets)
     if args.watch and not (request.start or request.stop):
@@ -85,12 +149,11 @@ def run(target: Target, args: Namespace) -> None:
 
 def across(target: Target, args: Namespace) -> None:
     """As ``run``, on every host: one table of the answers, one live view of every host's reports."""
-    from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
     from .. import fanout, requests
 
-    request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    request = _request(args)
     if args.status:
         view = fanout.View(_STATUS_HEADERS, _status_rows, _status_json)
         return fanout.run(target, lambda one: _monitors(one, request.targets), view)
@@ -104,6 +167,15 @@ def across(target: Target, args: Namespace) -> None:
         effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
         _watch_across(target, effective, request.targets)
     fanout.verdict(outcomes)
+
+
+def _request(args: Namespace) -> pb.NpuMonitorRequest:
+    from dynoproto import dynolog_pb2 as pb
+
+    request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    if args.auto_trace is not None:
+        request.auto_trace.CopyFrom(pb.AutoTrace(**args.auto_trace._asdict()))
+    return request
 
 
 def _send(target: Target, request: pb.NpuMonitorRequest) -> pb.CommandResponse:

@@ -41,6 +41,8 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         self._delivery = delivery
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
         self._answered = asyncio.Event()
+        # Per host pid, the start its monitor runs with: what an auto-trace resumes it with afterwards.
+        self.settings: Dict[int, pb.NpuMonitorRequest] = {}
 
     def label(self, request: pb.NpuMonitorRequest) -> str:
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
@@ -86,6 +88,17 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
                 outcome.refuse(Reason.NOT_SUPPORTED, event.error)
             else:
                 outcome.detail = _describe(event)
+        self._remember(request, result)
+
+    def _remember(self, request: pb.NpuMonitorRequest, result: CommandResult) -> None:
+        for outcome in result.taken:
+            if request.start:
+                self.settings[outcome.record.host_pid] = request
+            elif request.stop:
+                self.settings.pop(outcome.record.host_pid, None)
+
+    def forget(self, host_pid: int) -> None:
+        self.settings.pop(host_pid, None)
 
     def answered(self, record: ProcessRecord, event: wire.MonitorEvent) -> None:
         """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""

@@ -37,6 +37,18 @@ class ProcessLabels:
         return str(self.rank) if self.rank >= 0 else f"pid{self.pid}"
 
 
+@dataclass(frozen=True)
+class Mark:
+    """An event at one report of a process (an incident): sinks that can show it do (``mark``)."""
+
+    step: int  # the report's sequence number
+    walltime: float
+    device: int
+    tag: str
+    value: float
+    text: str
+
+
 class Sink(Protocol):
     def emit(self, process: ProcessLabels, report: Report) -> None: ...
 
@@ -64,6 +76,12 @@ class Sinks:
             forget = getattr(sink, "forget", None)
             if forget is not None:
                 self._guard(sink, "forget", lambda f=forget: f(process))
+
+    def mark(self, process: ProcessLabels, mark: Mark) -> None:
+        for sink in self.sinks:
+            method = getattr(sink, "mark", None)
+            if method is not None:
+                self._guard(sink, "mark", lambda m=method: m(process, mark))
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -99,6 +117,9 @@ class SinkWorker:
     def forget(self, process: ProcessLabels) -> None:
         self._put(lambda: self.sinks.forget(process))
 
+    def mark(self, process: ProcessLabels, mark: Mark) -> None:
+        self._put(lambda: self.sinks.mark(process, mark))
+
     def close(self) -> None:
         """Write what is queued, then close every sink."""
         self._queue.put(None)
@@ -123,4 +144,4 @@ class SinkWorker:
             work()
 
 
-__all__ = ["ProcessLabels", "Sink", "SinkWorker", "Sinks"]
+__all__ = ["Mark", "ProcessLabels", "Sink", "SinkWorker", "Sinks"]

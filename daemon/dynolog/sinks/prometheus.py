@@ -22,6 +22,9 @@ metric                                     type     value
                                                     (``received``), handed to watch streams
                                                     (``watch``, one per stream) and each sink took
                                                     (``sink:<Sink>``)
+``dynolog_incidents_total``                counter  ``kind, traced``: incidents npu-monitor's
+                                                    ``--auto-trace`` raised (``traced="false"``:
+                                                    the rate limit kept it from a trace)
 =========================================  =======  ==============================================
 
 Names are limited to the top N (default 10) of the last report to bound cardinality; marker names are
@@ -81,6 +84,16 @@ class _ReportCollector(Collector):
             for stage, n in sorted(self.sink.daemon_reports().items()):
                 reports.add_metric([stage], n)
             families.append(reports)
+        counts = self.sink.daemon_incidents() if self.sink.daemon_incidents is not None else {}
+        if counts:  # no family before the first incident: nothing to say, and no series without samples
+            incidents = CounterMetricFamily(
+                "dynolog_incidents",
+                "Incidents --auto-trace raised, by kind and traced",
+                labels=["kind", "traced"],
+            )
+            for (kind, traced), n in sorted(counts.items()):
+                incidents.add_metric([kind, traced], n)
+            families.append(incidents)
         return families
 
 
@@ -144,6 +157,7 @@ class PrometheusSink:
         self.top_n = top_n
         self.daemon_drops: Optional[Callable[[], Dict[str, int]]] = None  # the daemon's own drop counts
         self.daemon_reports: Optional[Callable[[], Dict[str, int]]] = None  # and where reports went
+        self.daemon_incidents: Optional[Callable[[], Dict[Tuple[str, str], int]]] = None  # (kind, traced)
         self.registry = CollectorRegistry(auto_describe=False)
         self._lock = threading.Lock()
         self._processes: Dict[Tuple[str, int], _Process] = {}

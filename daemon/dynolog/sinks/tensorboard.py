@@ -11,6 +11,9 @@ Scalar tags, per kind: ``<Kind>/total_ns``, ``<Kind>/count``, ``<Kind>/mean_ns``
 name (at most ``top_n``): ``<Kind>/top/<name>/total_ns`` and ``…/mean_ns`` (markers:
 ``Marker/top/<domain>/<name>/…``); per process, in its host run: ``dropped/<reason>``. Step: the report's
 sequence number; wall time: the end of its interval.
+An incident of ``--auto-trace`` (docs/incidents.md) is marked at the step of the report that raised
+it, in the run of its device: the scalar ``incident/<Kind>`` (how many times slower than the baseline)
+and a text note ``incident/<Kind>/text_summary`` saying what was detected and done.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import KindStat, Report
 
 from ..paths import writable_folder
-from . import ProcessLabels
+from . import Mark, ProcessLabels
 
 
 def _import_tensorboardx() -> Any:
@@ -36,13 +39,14 @@ def _import_tensorboardx() -> Any:
     try:
         import tensorboardX
         from tensorboardX.proto import summary_pb2
+        from tensorboardX.summary import text
     finally:
         if blocked:
             del sys.modules["torch"]
-    return tensorboardX.FileWriter, summary_pb2
+    return tensorboardX.FileWriter, summary_pb2, text
 
 
-FileWriter, summary_pb2 = _import_tensorboardx()
+FileWriter, summary_pb2, text_summary = _import_tensorboardx()
 
 
 def run_dir(process: ProcessLabels, device: int) -> str:
@@ -100,6 +104,14 @@ class TensorBoardSink:
                     value=[summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in values]
                 )
                 self._writer(run, process.pid).add_summary(summary, report.seq, walltime)
+
+    def mark(self, process: ProcessLabels, mark: Mark) -> None:
+        """An incident at its report's step: a scalar (how many times slower) and a text note."""
+        scalar = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=mark.tag, simple_value=mark.value)])
+        with self._lock:
+            writer = self._writer(run_dir(process, mark.device), process.pid)
+            writer.add_summary(scalar, mark.step, mark.walltime)
+            writer.add_summary(text_summary(mark.tag, mark.text), mark.step, mark.walltime)
 
     def flush(self) -> None:
         with self._lock:

@@ -1,0 +1,148 @@
+"""npu-monitor's ``--auto-trace``: a slowdown (or a straggler rank) detected in the reports is traced at once.
+
+:class:`IncidentWatch` is told of every report (``Metrics.report_listeners``). For a process whose
+monitor was started with ``--auto-trace``, the :class:`~.detector.Detector` judges the report; what it
+raises becomes an :class:`~.incident.Incident`, stored (:mod:`.store`), counted for Prometheus, marked
+in TensorBoard, and — within the rate limits — traced by the :class:`~.actions.AutoTracer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin.monitor.report import Report
+
+from ..commands import CommandPipeline
+from ..config import DaemonConfig
+from ..kinds.npumonitor import NpuMonitor
+from ..kinds.nputrace import NpuTrace
+from ..metrics import Metrics
+from ..registry import ProcessRecord
+from ..sinks import Mark
+from ..traces import TraceStore
+from .actions import AutoTracer, rate_limit
+from .detector import Detection, Detector, Settings, Who
+from .incident import TRACING, Incident
+from .store import IncidentStore
+
+log = logging.getLogger("dynolog.incidents")
+
+STORE_NAME = "dynolog_incidents.sqlite"
+
+
+@dataclass(frozen=True)
+class IncidentSettings:
+    """Where incidents and their traces go, and the detector's flags."""
+
+    store_path: str = ":memory:"
+    trace_dir: Path = Path("traces")
+    detector: Settings = field(default_factory=Settings)
+
+    @classmethod
+    def beside(cls, log_file: Path, trace_dir: Optional[Path], detector: Settings) -> IncidentSettings:
+        """The SQLite file beside the log; the traces in ``traces/`` there, unless a folder is given."""
+        return cls(str(log_file.parent / STORE_NAME), trace_dir or log_file.parent / "traces", detector)
+
+
+def incident_settings(config: DaemonConfig) -> IncidentSettings:
+    detector = Settings(
+        window=config.incident_window,
+        warmup=config.incident_warmup,
+        min_samples=config.incident_min_baseline,
+        noise_k=config.incident_noise_k,
+        min_total_ns=int(config.incident_min_us * 1000),
+    )
+    return IncidentSettings.beside(config.log_file or Path("dynolog.log"), config.auto_trace_dir, detector)
+
+
+class IncidentWatch:
+    def __init__(
+        self,
+        settings: IncidentSettings,
+        pipeline: CommandPipeline,
+        npumonitor: NpuMonitor,
+        nputrace: NpuTrace,
+        traces: TraceStore,
+        metrics: Metrics,
+    ) -> None:
+        self.store = IncidentStore(settings.store_path)
+        self.detector = Detector(settings.detector)
+        self._npumonitor = npumonitor
+        self._metrics = metrics
+        self._tracer = AutoTracer(pipeline, npumonitor, nputrace, traces, self.store, settings.trace_dir)
+        self._hostname = socket.gethostname()
+        self._tasks: Set[asyncio.Task[None]] = set()
+        self._counts: Dict[Tuple[str, str], int] = {}  # (kind, traced) -> incidents, for Prometheus
+        for incident in self.store.list():
+            self._count(incident.kind, rate_limited=not incident.traced)
+
+    def report(self, record: ProcessRecord, report: Report) -> None:
+        monitor = self._npumonitor.settings.get(record.host_pid)
+        if monitor is None or not monitor.HasField("auto_trace"):
+            return  # detection off: nothing is kept for this process
+        who = Who(record.host_pid, record.pid, record.rank, record.job_id, record.hostname or self._hostname)
+        rule = monitor.auto_trace
+        detection = self.detector.observe(who, report, rule.slowdown, rule.for_intervals)
+        if detection is not None:
+            self._raise(record, report, detection, monitor)
+
+    def gone(self, record: ProcessRecord, why: str) -> None:
+        self.detector.forget(record.host_pid)
+
+    def counts(self) -> Dict[Tuple[str, str], int]:
+        """Incidents by (kind, traced): read by the Prometheus exporter's thread, hence a copy."""
+        return dict(self._counts)
+
+    def list(self, job_id: int = 0, limit: int = 0) -> List[Incident]:
+        return self.store.list(job_id, limit)
+
+    def get(self, incident_id: int) -> Optional[Incident]:
+        return self.store.get(incident_id)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.store.close()
+
+    def _raise(
+        self, record: ProcessRecord, report: Report, detection: Detection, monitor: pb.NpuMonitorRequest
+    ) -> None:
+        incident = self.store.add(Incident.of(detection))
+        limited = rate_limit(self.store, incident, monitor.auto_trace, incident.at)
+        incident.action = limited or TRACING
+        incident.traced = limited is None  # counts against the limits from now on
+        self.store.update(incident)
+        self._count(incident.kind, rate_limited=limited is not None)
+        log.warning(
+            "incident %d on pid %d (rank %d): %s",
+            incident.id,
+            record.pid,
+            record.rank,
+            incident.timeline[0][1],
+        )
+        self._metrics.mark(record, _mark(incident, report))
+        if limited is None:
+            task = asyncio.get_running_loop().create_task(self._tracer.run(incident, monitor))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _count(self, kind: str, rate_limited: bool) -> None:
+        key = (kind, "false" if rate_limited else "true")
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+
+def _mark(incident: Incident, report: Report) -> Mark:
+    return Mark(
+        step=report.seq,
+        walltime=report.end_ns / 1e9,
+        device=incident.device,
+        tag=f"incident/{incident.kind}",
+        value=incident.current_ns / incident.baseline_ns if incident.baseline_ns else 0.0,
+        text=f"incident {incident.id}: {incident.timeline[0][1]}; {incident.action}",
+    )

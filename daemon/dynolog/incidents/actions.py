@@ -1,0 +1,122 @@
+"""What an incident does to its process: stop npu-monitor, trace the next steps, resume monitoring.
+
+Every step is a command through the daemon's one pipeline, exactly as ``dyno`` would send it
+(``npu-monitor --npu-monitor-stop``, ``nputrace --iterations N --analyse``, then the process's own
+``npu-monitor --npu-monitor-start`` again), so the exclusion between the two kinds is the pipeline's,
+never a second copy of it. Monitoring is resumed whatever happened in between, once the trace is done:
+the process is never left with neither.
+
+Rate limits: ``cooldown`` between two traces of one process, ``max`` traces per job in any 24 hours;
+both read from the store, so that a restarted daemon keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from dynoproto import dynolog_pb2 as pb
+
+from ..commands import CommandPipeline, CommandResult
+from ..kinds.npumonitor import NpuMonitor
+from ..kinds.nputrace import NpuTrace
+from ..traces import Trace, TraceStore
+from .incident import RATE_LIMITED, Incident
+from .store import DAY_S, IncidentStore
+
+log = logging.getLogger("dynolog.incidents")
+
+TRACE_WAIT_S = 600.0  # a trace of a few steps; a process that stops stepping is resumed after this
+
+
+def rate_limit(store: IncidentStore, incident: Incident, rule: pb.AutoTrace, now: float) -> Optional[str]:
+    """Why *incident* may not be traced now, or None."""
+    last = store.last_traced_at(incident.host_pid)
+    if last is not None and now - last < rule.cooldown_s:
+        return f"{RATE_LIMITED} (cooldown: this process was traced {now - last:.0f} s ago)"
+    if store.traced_since(incident.job_id, now - DAY_S) >= rule.max_per_day:
+        return f"{RATE_LIMITED} (max {rule.max_per_day}/day for job {incident.job_id})"
+    return None
+
+
+@dataclass
+class AutoTracer:
+    pipeline: CommandPipeline
+    npumonitor: NpuMonitor
+    nputrace: NpuTrace
+    traces: TraceStore
+    store: IncidentStore
+    trace_dir: Path
+
+    async def run(self, incident: Incident, monitor: pb.NpuMonitorRequest) -> None:
+        """Stop → trace → resume for *incident*'s process; *monitor*: the start to resume with."""
+        targets = pb.Targets(pids=[incident.host_pid])
+        stopped = await self.pipeline.run(self.npumonitor, pb.NpuMonitorRequest(targets=targets, stop=True))
+        if not stopped.effective:
+            incident.traced = False
+            return self._done(incident, f"not traced: npu-monitor stop: {stopped.message}")
+        self._step(incident, "npu-monitor stopped")
+        try:
+            await self._trace(incident, targets, monitor.auto_trace.iterations)
+        finally:
+            resume = pb.NpuMonitorRequest()
+            resume.CopyFrom(monitor)
+            resume.targets.CopyFrom(targets)
+            resumed = await self.pipeline.run(self.npumonitor, resume)
+            self._step(
+                incident, "npu-monitor resumed" if resumed.effective else f"not resumed: {resumed.message}"
+            )
+
+    async def _trace(self, incident: Incident, targets: pb.Targets, iterations: int) -> None:
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        request = pb.NpuTraceRequest(
+            targets=targets,
+            start_step=-1,
+            iterations=iterations,
+            analyse=True,
+            activities=["CPU", "NPU"],
+            log_file=str(self.trace_dir),
+        )
+        result = await self.pipeline.run(self.nputrace, request)
+        trace = self.traces.get(result.trace_id) if result.effective else None
+        if trace is None:
+            incident.traced = False
+            return self._done(incident, f"not traced: nputrace: {_why(result)}")
+        incident.traced, incident.trace_id = True, trace.trace_id
+        self._step(incident, f"nputrace {trace.trace_id}: {request.iterations} steps from the next one")
+        await _until_done(trace, TRACE_WAIT_S)
+        process = trace.processes.get(incident.host_pid)
+        if process is None or not process.phase.final:
+            return self._done(incident, f"trace {trace.trace_id} not done after {TRACE_WAIT_S:g} s")
+        incident.trace_files = list(process.files)
+        steps = f"steps {process.start_step}-{process.stop_step - 1}"
+        outcome = (
+            f"traced ({steps}, {process.output})" if not process.error else f"trace failed: {process.error}"
+        )
+        self._done(incident, outcome)
+
+    def _step(self, incident: Incident, what: str) -> None:
+        incident.note(what)
+        self.store.update(incident)
+
+    def _done(self, incident: Incident, action: str) -> None:
+        incident.action = action
+        log.info("incident %d: %s", incident.id, action)
+        self._step(incident, action)
+
+
+async def _until_done(trace: Trace, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not trace.done and time.monotonic() < deadline:
+        updated = trace.updated
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(updated.wait(), deadline - time.monotonic())
+
+
+def _why(result: CommandResult) -> str:
+    return result.message or "no process took it"
