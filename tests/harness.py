@@ -218,10 +218,13 @@ class Workload:
     launcher: Sequence[str] = ()  # a command that runs it, e.g. unshare for a pid namespace
     proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
     pid: int = 0  # as the workload sees itself
+    python: str = sys.executable  # a peer's own interpreter (its virtual environment) may run it instead
+    ready_timeout: float = 120.0
+    ready: str = ""  # its ready line
 
     def start(self) -> Workload:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}
-        cmd = [*self.launcher, sys.executable, str(WORKLOADS / self.script), *self.args]
+        cmd = [*self.launcher, self.python, str(WORKLOADS / self.script), *self.args]
         self.proc = subprocess.Popen(
             nsenter(self.netns_of, cmd) if self.netns_of is not None else cmd,
             stdin=subprocess.PIPE,
@@ -230,8 +233,8 @@ class Workload:
             text=True,
             env={**env, **self.env},
         )
-        line = read_line_until(self.proc, "ready", timeout=120)
-        self.pid = int(line.split("pid=")[1].split()[0])
+        self.ready = read_line_until(self.proc, "ready", timeout=self.ready_timeout)
+        self.pid = int(self.ready.split("pid=")[1].split()[0])
         return self
 
     def stop(self) -> int:

@@ -7,7 +7,6 @@ heavy peer gets a virtual environment of its own so the project's own install st
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
-from harness import REPO, WORKLOADS, Daemon, Workload, read_line_until
+from harness import REPO, Daemon, Workload, read_line_until
 
 PEERS = REPO / ".peers"
 WHEELS = PEERS / "wheels"
@@ -104,22 +103,10 @@ def mindspore() -> Path:
 class PeerWorkload(Workload):
     """A workload from tests/workloads run by a peer's *python* rather than the project's."""
 
-    python: Path = Path(sys.executable)
-    ready: str = ""  # its ready line
-    lines: List[str] = field(default_factory=list)  # everything it printed after that
+    lines: List[str] = field(default_factory=list)  # everything it printed after its ready line
 
     def start(self) -> PeerWorkload:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MSMONITOR_", "KINETO_"))}
-        self.proc = subprocess.Popen(
-            [str(self.python), str(WORKLOADS / self.script), *self.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**env, **self.env},
-        )
-        self.ready = read_line_until(self.proc, "ready", timeout=180)
-        self.pid = int(self.ready.split("pid=")[1].split()[0])
+        super().start()
         threading.Thread(target=self._collect, daemon=True).start()
         return self
 
@@ -151,7 +138,7 @@ def mindspore_job(daemon: Daemon) -> PeerWorkload:
         "MSMONITOR_IPC_SOCKET_DIR": str(daemon.socket_dir),  # where $HOME/dynolog.sock would be
         "RANK_ID": "0",
     }
-    job = PeerWorkload("mindspore_train.py", env, python=mindspore()).start()
+    job = PeerWorkload("mindspore_train.py", env, python=str(mindspore()), ready_timeout=180).start()
     if job.announced("helper") == "0":
         job.stop()
         raise RuntimeError(
