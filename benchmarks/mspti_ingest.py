@@ -153,7 +153,7 @@ def synthetic(b: BufferBuilder, rounds: int, lib: MsptiLibrary) -> Dict[str, Any
 
 def end_to_end(lib: MsptiLibrary, records: int) -> Dict[str, Any]:
     """The fake library → ctypes binding → aggregator; CPU time inside the complete callback."""
-    os.environ.update(fake_mspti_build.settings(count=records, names=200, start_delay_ms=20))
+    os.environ.update(fake_mspti_build.settings(count=records, names=200, start_kinds=2))
     control = ctypes.CDLL(lib.path)
     for fn in ("fakeMsptiProduced", "fakeMsptiDropped"):
         getattr(control, fn).restype = ctypes.c_uint64

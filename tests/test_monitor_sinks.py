@@ -41,7 +41,7 @@ def reports(fake_mspti: str) -> List[Report]:
     """Two reports of a real Monitor on the fake MSPTI, carried through 4 KiB chunks."""
     env = {
         "MSMONITOR_MSPTI_LIB": fake_mspti,
-        **fake_mspti_build.settings(count=4 * 3000, names=30, devices=2, null_every=100, start_delay_ms=20),
+        **fake_mspti_build.settings(count=4 * 3000, names=30, devices=2, null_every=100, start_kinds=4),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

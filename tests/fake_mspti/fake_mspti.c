@@ -17,9 +17,9 @@
  *                        "flush": buffers are held until msptiActivityFlushAll (default "full")
  *   FAKE_MSPTI_RECORD_PAD  extra bytes after every record, as a newer library with larger records
  *                        would write; msptiActivityGetNextRecord steps over them (default 0)
- *   FAKE_MSPTI_START_DELAY_MS  the producer waits this long after the first msptiActivityEnable, so
- *                        that kinds enabled one after the other all take part from the first event
- *                        (default 0)
+ *   FAKE_MSPTI_START_KINDS  the first event waits until this many kinds are enabled, so that kinds
+ *                        enabled one after the other all take part from the first event whatever the
+ *                        scheduler does (default 0: from the first msptiActivityEnable)
  *   FAKE_MSPTI_REQUIRE_PRELOAD  1: enabling Hccl/Memory/MemSet/MemCpy fails with
  *                        MSPTI_ERROR_WITHOUT_LD_PRELOAD unless LD_PRELOAD names libmspti, as MSPTI
  *                        does (default 1)
@@ -83,7 +83,7 @@ static RequestFn g_request;
 static CompleteFn g_complete;
 static int g_subscribed, g_running, g_enabled[K_COUNT];
 static pthread_t g_thread;
-static uint64_t g_start_delay_ms, g_count, g_rate, g_names = 16, g_null_every, g_devices = 1, g_pad, g_flush_only, g_require_preload = 1;
+static uint64_t g_start_kinds, g_count, g_rate, g_names = 16, g_null_every, g_devices = 1, g_pad, g_flush_only, g_require_preload = 1;
 static volatile uint64_t g_events, g_produced, g_dropped;
 static volatile int g_done;
 static Pending g_cur;        /* the buffer being filled */
@@ -258,7 +258,6 @@ static void write_event(int kind, uint64_t i, uint64_t j) {
 
 static void *producer(void *arg) {
     (void)arg;
-    if (g_start_delay_ms) usleep((useconds_t)(g_start_delay_ms * 1000));
     uint64_t t0 = now_ns(CLOCK_MONOTONIC);
     while (1) {
         pthread_mutex_lock(&g_lock);
@@ -266,6 +265,7 @@ static void *producer(void *arg) {
         int kinds[K_COUNT], n = 0;
         for (int k = 1; k < K_COUNT; k++)
             if (g_enabled[k]) kinds[n++] = k;
+        if (!g_events && (uint64_t)n < g_start_kinds) n = 0; /* not all the kinds yet: wait */
         uint64_t target = g_rate ? (now_ns(CLOCK_MONOTONIC) - t0) / 1000 * g_rate / 1000000 : g_events + 4096;
         if (g_count && target > g_count) target = g_count;
         while (n && g_events < target && g_running) {
@@ -290,7 +290,7 @@ msptiResult msptiSubscribe(void **subscriber, void *callback, void *userdata) {
     g_null_every = env_u64("FAKE_MSPTI_NULL_EVERY", 0);
     g_devices = env_u64("FAKE_MSPTI_DEVICES", 1); if (!g_devices) g_devices = 1;
     g_pad = env_u64("FAKE_MSPTI_RECORD_PAD", 0);
-    g_start_delay_ms = env_u64("FAKE_MSPTI_START_DELAY_MS", 0);
+    g_start_kinds = env_u64("FAKE_MSPTI_START_KINDS", 0);
     g_require_preload = env_u64("FAKE_MSPTI_REQUIRE_PRELOAD", 1);
     const char *deliver = getenv("FAKE_MSPTI_DELIVER");
     g_flush_only = deliver && strcmp(deliver, "flush") == 0;

@@ -50,7 +50,7 @@ def setUpModule():
 
 def fake(**settings):
     """The fake's settings for one test (it reads them at msptiSubscribe)."""
-    settings = {"require_preload": 0, "start_delay_ms": 20, **settings}
+    settings = {"require_preload": 0, **settings}
     env = {"MSMONITOR_MSPTI_LIB": LIB, **fake_mspti_build.settings(**settings)}
     return mock.patch.dict(os.environ, env)
 
@@ -86,7 +86,10 @@ class BindingTest(unittest.TestCase):
         aggregator = Aggregator(top_n=100)
         collector = Collector(aggregator, writer, flt)
         backend = MsptiBackend(self.lib, os.environ)
-        unavailable = backend.start(collector, frozenset(kinds))
+        # Every kind takes part from the first event, unless a test says how many the fake enables.
+        start = {"FAKE_MSPTI_START_KINDS": os.environ.get("FAKE_MSPTI_START_KINDS", str(len(kinds)))}
+        with mock.patch.dict(os.environ, start):
+            unavailable = backend.start(collector, frozenset(kinds))
         try:
             wait_until(lambda: self.control.fakeMsptiDone())
         finally:
@@ -184,7 +187,7 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(report.find(Kind.KERNEL)[0].total_ns, 3000 * 1150)
 
     def test_kinds_mspti_refuses_are_reported_unavailable(self):
-        with fake(count=10), mock.patch.dict(
+        with fake(count=10, start_kinds=1), mock.patch.dict(
             os.environ, {"FAKE_MSPTI_REQUIRE_PRELOAD": "1", "LD_PRELOAD": ""}
         ):
             _, _, unavailable = self.run_backend([Kind.KERNEL, Kind.HCCL, Kind.MEMORY])
@@ -277,7 +280,7 @@ class MonitorOnFakeMsptiTest(unittest.TestCase):
         self.assertLessEqual(len(final.find(Kind.API)[0].top), 2)
 
     def test_jsonl_log_files(self):
-        with tempfile.TemporaryDirectory() as tmp, fake(count=3 * 500, names=4):
+        with tempfile.TemporaryDirectory() as tmp, fake(count=3 * 500, names=4, start_kinds=3):
             monitor = Monitor(rank=5)
             result = monitor.apply(
                 command(
@@ -295,7 +298,7 @@ class MonitorOnFakeMsptiTest(unittest.TestCase):
         self.assertEqual(lines[-1], {"kind": "rank_device_map", "rank": 5, "device": [0]})
 
     def test_sqlite_log_file(self):
-        with tempfile.TemporaryDirectory() as tmp, fake(count=2 * 300, names=4):
+        with tempfile.TemporaryDirectory() as tmp, fake(count=2 * 300, names=4, start_kinds=2):
             monitor = Monitor(rank=5)
             monitor.apply(
                 command(
