@@ -243,7 +243,10 @@ def test_mspti_mode_records_operators_from_the_fake_library(tmp_path, start_work
     service = Service(
         tmp_path,
         start_workload,
-        {"MSMONITOR_MSPTI_LIB": library, **fake_mspti_build.settings(count=200, names=5, devices=1, start_kinds=2)},
+        {
+            "MSMONITOR_MSPTI_LIB": library,
+            **fake_mspti_build.settings(count=200, names=5, devices=1, start_kinds=2),
+        },
     )
     service.start()
     service.record_some(acl_task_time=2, kernel_filter="Kernel_1;Kernel_2")

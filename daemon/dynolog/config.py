@@ -216,6 +216,13 @@ class DaemonConfig:
         "names with less time than this in an interval are not judged (default 50 us)",
         type=_unlimited_or_rate,
     )
+    incident_min_share: float = flag(
+        2.0,
+        "names with less than this share of their kind's time on their device in an interval are not "
+        "judged, in percent (default 2)",
+        type=_unlimited_or_rate,
+        metavar="PERCENT",
+    )
     ignored_flags: List[str] = field(default_factory=list)  # the C++ dynolog's, found in the arguments
 
     @property

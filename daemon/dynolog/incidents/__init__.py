@@ -57,6 +57,7 @@ def incident_settings(config: DaemonConfig) -> IncidentSettings:
         min_samples=config.incident_min_baseline,
         noise_k=config.incident_noise_k,
         min_total_ns=int(config.incident_min_us * 1000),
+        min_share=config.incident_min_share / 100,
     )
     return IncidentSettings.beside(config.log_file or Path("dynolog.log"), config.auto_trace_dir, detector)
 

@@ -3,9 +3,19 @@
 The figure judged is each reported name's time per call in the interval (``total_ns / count``), not its
 total: the torch backend samples a window of varying length per interval, and the number of calls
 per step of a training loop is constant, so the time per call moves exactly as the name's time per
-step does. Names below ``min_total_ns`` in an interval are too short to judge against noise.
+step does.
 
-* **slowdown**: slower than the name's own baseline (:mod:`.baseline`).
+Only names that carry time are judged: at least ``min_share`` of their kind's time on their device in
+the interval, and ``min_total_ns``. A name with a sliver of the step is the noisiest (a single
+preempted call moves its mean) and the least worth a trace; judging dozens of them would also turn
+rare noise in each into frequent alarms for the process.
+
+* **slowdown**: slower than the name's own baseline (:mod:`.baseline`), with the *pace* factored
+  out: the median, over the kind's judged names on that device (over all the process's judged names
+  when the kind has fewer than three), of each one's time against its baseline.
+  When the whole process is slowed (a busy host, a throttled device), every name moves together and
+  none is singled out; one operator slowing down moves its own ratio, not the median. A slow process
+  as a whole is what the straggler rule, and Prometheus across nodes, are for.
 * **straggler**: slower than the median of the same name in the other ranks of the same job on this
   node (their latest reports, of the same period), ``for_intervals`` in a row.
 
@@ -21,16 +31,17 @@ from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_plugin.monitor.report import KindStat, Report
 
-from .baseline import Reference, Rule, Series, Streak
+from .baseline import Rule, Series, Streak
 
 SLOWDOWN = "slowdown"
 STRAGGLER = "straggler"
+MIN_NAMES_FOR_PACE = 3  # fewer judged names: one slowed name would move the median itself
 
 
 class Key(NamedTuple):
-    """What is judged. A tuple: the detector makes one per name and report, so it must hash in C."""
+    """What is judged."""
 
     kind: str
     device: int
@@ -59,6 +70,7 @@ class Settings:
     min_samples: int = 5
     noise_k: float = 3.0
     min_total_ns: int = 50_000
+    min_share: float = 0.02
 
     def rule(self, slowdown: float, for_intervals: int) -> Rule:
         return Rule(slowdown, for_intervals, self.window, self.min_samples, self.noise_k)
@@ -73,13 +85,14 @@ class Figure:
 
 @dataclass(frozen=True)
 class Finding:
-    """One key judged slow in one report."""
+    """One key judged slow in one report; *pace*: how much slower the kind's names ran as a whole."""
 
     key: Key
     detection: str
     baseline_ns: float
     current_ns: float
     intervals: int
+    pace: float = 1.0
 
     @property
     def ratio(self) -> float:
@@ -101,106 +114,165 @@ class Detection:
         return self.findings[0]
 
 
-def per_call(report: Report, min_total_ns: int) -> Dict[Key, float]:
-    out: Dict[Key, float] = {}
-    for ks in report.kinds:
-        kind, device, marker = ks.kind.label, ks.device, ks.kind == Kind.MARKER
-        for n in ks.top:
-            if n.count and n.total_ns >= min_total_ns:
-                name = f"{n.domain}/{n.name}" if marker else n.name
-                out[Key(kind, device, name)] = n.total_ns / n.count
-    return out
+GroupKey = Tuple[str, int]  # (kind label, device)
 
 
 @dataclass
-class _Name:
-    """One name of one process: its own baseline, and its streak against the peers."""
+class _Group:
+    """One kind on one device of one process: its names' baselines, streaks against the peers, and the
+    figures of its last judged report."""
 
-    series: Series
-    against_peers: Streak = field(default_factory=Streak)
+    names: Dict[str, Series] = field(default_factory=dict)
+    against_peers: Dict[str, Streak] = field(default_factory=dict)
+    latest: Dict[str, float] = field(default_factory=dict)
+
+    def medians(self) -> Dict[str, float]:
+        return {name: s.reference.median for name, s in self.names.items() if s.reference is not None}
 
 
 @dataclass
 class _Process:
     who: Who
-    names: Dict[Key, _Name] = field(default_factory=dict)
-    latest: Dict[Key, float] = field(default_factory=dict)  # the last judged report's figures
-    latest_end_ns: int = 0
+    groups: Dict[GroupKey, _Group] = field(default_factory=dict)
+    latest_end_ns: int = 0  # of its last judged report; 0: not a peer
+
+
+def judged(ks: KindStat, settings: Settings, group: _Group) -> List[float]:
+    """Sets ``group.latest`` to the time per call of the names of *ks* that carry time; returns their
+    times against their baselines, for those that have one (one pass: this runs for every report)."""
+    floor = max(settings.min_total_ns, settings.min_share * ks.total_ns)
+    marker = ks.kind == Kind.MARKER
+    names = group.names
+    values: Dict[str, float] = {}
+    ratios: List[float] = []
+    for n in ks.top:  # ranked by total time, the largest first
+        if n.total_ns < floor:
+            break
+        if not n.count:
+            continue
+        name = f"{n.domain}/{n.name}" if marker else n.name
+        value = values[name] = n.total_ns / n.count
+        series = names.get(name)
+        if series is not None and series.reference is not None and series.reference.median > 0:
+            ratios.append(value / series.reference.median)
+    group.latest = values
+    return ratios
 
 
 class Detector:
     def __init__(self, settings: Settings = Settings()) -> None:
         self.settings = settings
         self._processes: Dict[int, _Process] = {}
+        self._rules: Dict[Tuple[float, int], Rule] = {}
+
+    def _rule(self, slowdown: float, for_intervals: int) -> Rule:
+        """One Rule object per threshold: a baseline recomputes its limit when handed another."""
+        rule = self._rules.get((slowdown, for_intervals))
+        if rule is None:
+            rule = self._rules[(slowdown, for_intervals)] = self.settings.rule(slowdown, for_intervals)
+        return rule
 
     def observe(self, who: Who, report: Report, slowdown: float, for_intervals: int) -> Optional[Detection]:
-        process = self._processes.setdefault(who.host_pid, _Process(who))
+        process = self._processes.get(who.host_pid)
+        if process is None:
+            process = self._processes[who.host_pid] = _Process(who)
         process.who = who
         if report.final:
-            process.latest = {}
+            process.latest_end_ns = 0
             return None
         if report.seq <= self.settings.warmup:
             return None
-        rule = self.settings.rule(slowdown, for_intervals)
-        values = per_call(report, self.settings.min_total_ns)
-        process.latest, process.latest_end_ns = values, report.end_ns
-        findings = self._slowdowns(process, values, rule)
-        peers = self._peer_medians(process, report)
-        if peers:
-            findings += self._stragglers(process, values, peers, rule)
+        rule = self._rule(slowdown, for_intervals)
+        peers = self._peers(process, report)
+        process.latest_end_ns = report.end_ns
+        judging = []
+        for ks in report.kinds:
+            where = (ks.kind.label, ks.device)
+            group = process.groups.get(where)
+            if group is None:
+                group = process.groups[where] = _Group()
+            judging.append((where, group, judged(ks, self.settings, group)))
+        process_pace = _pace([r for _, _, ratios in judging for r in ratios])
+        findings: List[Finding] = []
+        for where, group, ratios in judging:
+            values = group.latest
+            pace = _pace(ratios) if len(ratios) >= MIN_NAMES_FOR_PACE else process_pace
+            findings += _slowdowns(where, group, values, pace, rule)
+            peer_values = [p.groups[where].latest for p in peers if where in p.groups]
+            if peer_values:
+                findings += _stragglers(where, group, values, peer_values, rule)
         if not findings:
             return None
         findings.sort(key=lambda f: f.ratio, reverse=True)
-        worst = findings[0].key
-        reference = peers if findings[0].detection == STRAGGLER else _medians(process.names, rule)
-        figures = tuple(
-            Figure(k.name, reference[k], v)
-            for k, v in sorted(values.items(), key=lambda kv: -kv[1])
-            if (k.kind, k.device) == (worst.kind, worst.device) and k in reference
-        )
-        return Detection(who, report.seq, tuple(findings), figures)
+        return Detection(who, report.seq, tuple(findings), self._figures(process, findings[0], peers))
 
     def forget(self, host_pid: int) -> None:
         self._processes.pop(host_pid, None)
 
-    def _peer_medians(self, process: _Process, report: Report) -> Dict[Key, float]:
-        """Per key, the median of the other ranks of the job whose latest report is of this period."""
+    def _peers(self, process: _Process, report: Report) -> List[_Process]:
+        """The other ranks of the job whose latest report is of this period."""
         period = max(report.end_ns - report.start_ns, 1)
-        peers = [
-            p.latest
+        return [
+            p
             for p in self._processes.values()
             if p is not process
             and p.who.job_id == process.who.job_id
+            and p.latest_end_ns
             and abs(p.latest_end_ns - report.end_ns) <= period
         ]
-        keys = {k for latest in peers for k in latest}
-        return {k: statistics.median(p[k] for p in peers if k in p) for k in keys}
 
-    def _slowdowns(self, process: _Process, values: Dict[Key, float], rule: Rule) -> List[Finding]:
-        findings = []
-        names = process.names
-        for key, value in values.items():
-            state = names.get(key)
-            if state is None:
-                state = names[key] = _Name(Series(rule.window))
-            alarm = state.series.observe(value, rule)
-            if alarm is not None:
-                findings.append(Finding(key, SLOWDOWN, alarm.reference.median, value, alarm.intervals))
-        return findings
-
-    def _stragglers(
-        self, process: _Process, values: Dict[Key, float], peers: Dict[Key, float], rule: Rule
-    ) -> List[Finding]:
-        findings = []
-        for key, value in values.items():
-            peer = peers.get(key)
-            slow = peer is not None and value > peer * (1 + rule.slowdown)
-            streak = process.names[key].against_peers
-            if streak.update(slow, rule) and peer is not None:
-                findings.append(Finding(key, STRAGGLER, peer, value, streak.count))
-        return findings
+    def _figures(self, process: _Process, worst: Finding, peers: List[_Process]) -> Tuple[Figure, ...]:
+        where = (worst.key.kind, worst.key.device)
+        group = process.groups[where]
+        if worst.detection == STRAGGLER:
+            reference = _peer_medians([p.groups[where].latest for p in peers if where in p.groups])
+        else:
+            reference = group.medians()
+        ranked = sorted(group.latest.items(), key=lambda kv: -kv[1])
+        return tuple(Figure(name, reference[name], value) for name, value in ranked if name in reference)
 
 
-def _medians(names: Dict[Key, _Name], rule: Rule) -> Dict[Key, float]:
-    references = {k: n.series.reference(rule) for k, n in names.items()}
-    return {k: r.median for k, r in references.items() if isinstance(r, Reference)}
+def _pace(ratios: List[float]) -> float:
+    """How much slower names ran as a whole; never below 1, so that no name is judged harsher than on
+    its own when everything else got faster."""
+    n = len(ratios)
+    if n < MIN_NAMES_FOR_PACE:
+        return 1.0
+    ordered = sorted(ratios)
+    return max(1.0, (ordered[(n - 1) // 2] + ordered[n // 2]) / 2)
+
+
+def _slowdowns(
+    where: GroupKey, group: _Group, values: Dict[str, float], pace: float, rule: Rule
+) -> List[Finding]:
+    findings = []
+    names = group.names
+    for name, value in values.items():
+        series = names.get(name)
+        if series is None:
+            series = names[name] = Series(rule.window)
+        alarm = series.observe(value / pace, rule)
+        if alarm is not None:
+            key = Key(where[0], where[1], name)
+            findings.append(Finding(key, SLOWDOWN, alarm.reference.median, value, alarm.intervals, pace))
+    return findings
+
+
+def _stragglers(
+    where: GroupKey, group: _Group, values: Dict[str, float], peer_values: List[Dict[str, float]], rule: Rule
+) -> List[Finding]:
+    peers = _peer_medians(peer_values)
+    findings = []
+    for name, value in values.items():
+        peer = peers.get(name)
+        streak = group.against_peers.get(name)
+        if streak is None:
+            streak = group.against_peers[name] = Streak()
+        if streak.update(peer is not None and value > peer * (1 + rule.slowdown), rule) and peer is not None:
+            findings.append(Finding(Key(where[0], where[1], name), STRAGGLER, peer, value, streak.count))
+    return findings
+
+
+def _peer_medians(peer_values: List[Dict[str, float]]) -> Dict[str, float]:
+    names = {name for values in peer_values for name in values}
+    return {name: statistics.median(v[name] for v in peer_values if name in v) for name in names}
