@@ -93,6 +93,7 @@ def test_help_teaches_each_command():
     assert "Example: dyno nputrace --start-step 120" in nputrace
     assert "--duration-ms INT length of a time-based trace [default: 500]" in nputrace
     assert "--with-stacks, --with-stack" in dyno("gputrace", "--help").stdout
+    assert dyno("incidents", "--help").stdout.startswith("Usage: dyno incidents [OPTIONS] [show ID]\n")
 
 
 def test_gputrace_takes_dynolog_spellings_and_fails_on_no_process_only_when_asked(daemon: Daemon, tmp_path):

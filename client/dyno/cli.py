@@ -59,6 +59,7 @@ class Flag(NamedTuple):
     repeat: bool = False
     minimum: Optional[float] = None
     maximum: Optional[float] = None
+    usage: str = ""  # a positional's words in the usage line, when they are not "NAME" or "-- NAME ..."
 
     @property
     def dest(self) -> str:
@@ -388,6 +389,8 @@ def _parse(flag: Flag) -> Callable[[str], Any]:
 
 
 def _usage(positional: Flag) -> str:
+    if positional.usage:
+        return f" {positional.usage}"
     name = positional.name.upper()
     return f" [-- {name} ...]" if positional.repeat else f" {name}"
 

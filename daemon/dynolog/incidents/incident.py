@@ -65,6 +65,7 @@ class Incident:
             f"{worst.detection}: {worst.key} {worst.ratio:.2f}x "
             f"({worst.current_ns / 1e3:.1f} us per call against {worst.baseline_ns / 1e3:.1f} us) "
             f"for {worst.intervals} intervals"
+            + (f", while its kind's names ran {worst.pace:.2f}x as a whole" if worst.pace > 1.05 else "")
         )
         others = [f"{f.detection} {f.key} {f.ratio:.2f}x" for f in detection.findings[1:]]
         if others:
