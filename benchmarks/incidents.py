@@ -12,7 +12,8 @@ names is kept).
   (``slowdown=5%`` to catch 10 %), over ``--trials`` streams. The floor is ``for`` itself.
 * **False alarms per 10 000 intervals** of steady stream, at each of those thresholds.
 * **Daemon CPU per report**, detection off against on: the recorded reports through the daemon's own
-  IPC dispatch (reassembly, publishing, detection), CPU time per report, best of 5 rounds each.
+  IPC dispatch (reassembly, publishing, detection) and no sink, the Prometheus sink, or every sink,
+  CPU time per report, best of 5 rounds each.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from _bench import REPO, Figure, clean_env, report
@@ -35,6 +39,12 @@ from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import Report
 
 SLOWDOWNS = (0.10, 0.25, 0.50)
+# The daemon's configurations measured: its floor, the Kubernetes deployment's, and every sink on.
+SINKS = {
+    "none": "dispatch only",
+    "prometheus": "dispatch + Prometheus sink",
+    "all": "dispatch + Prometheus, TensorBoard and JSONL sinks",
+}
 FOR = 3
 STEADY_BEFORE = 40
 WHO = Who(1, 1, 0, 1, "bench")
@@ -103,24 +113,24 @@ def false_alarms(reports: List[Report], threshold: float, for_intervals: int, in
     return sum(detector.observe(WHO, r, threshold, for_intervals) is not None for r in steady)
 
 
-def cpu_per_report_us(reports: List[Report], detection: bool, prometheus: bool, rounds: int = 5) -> float:
-    """CPU µs per report through the daemon's IPC dispatch and its sinks (none, or the Prometheus
-    exporter the Kubernetes deployment runs), best of *rounds*; each round drains the sink thread."""
-    return min(asyncio.run(_one_round(reports, detection, prometheus)) for _ in range(rounds))
+def cpu_per_report_us(reports: List[Report], detection: bool, sinks: str, rounds: int = 5) -> float:
+    """CPU µs per report through the daemon's IPC dispatch and its *sinks* (see :data:`SINKS`), best of
+    *rounds*; each round drains the sink thread."""
+    return min(asyncio.run(_one_round(reports, detection, sinks)) for _ in range(rounds))
 
 
-async def _one_round(reports: List[Report], detection: bool, prometheus: bool, repeat: int = 20) -> float:
+async def _one_round(reports: List[Report], detection: bool, sinks: str, repeat: int = 20) -> float:
     from dynolog.dispatch import IpcDispatcher
     from dynolog.ipc import Sender
     from dynolog.node import Node
     from dynolog.sinks import Sinks
-    from dynolog.sinks.prometheus import PrometheusSink
 
     class Endpoint:  # replies go nowhere
         def send(self, data: bytes, address: Any) -> bool:
             return True
 
-    node = Node.build(60.0, Sinks([PrometheusSink(port=None)] if prometheus else []))
+    folder = Path(tempfile.mkdtemp(prefix="bench-incidents-"))
+    node = Node.build(60.0, Sinks(_sinks(sinks, folder)))
     ipc = IpcDispatcher(node, [os.getuid()])
     me = Sender("/nonexistent", os.getpid(), os.getuid())
     ipc.dispatch(Endpoint(), wire.encode(wire.HELLO, hello(0).to_payload()), me)  # type: ignore[arg-type]
@@ -137,7 +147,21 @@ async def _one_round(reports: List[Report], detection: bool, prometheus: bool, r
     for data in datagrams:
         ipc.dispatch(Endpoint(), data, me)  # type: ignore[arg-type]
     node.close()  # the sink thread's queue is written before it returns
-    return (time.process_time() - t0) / (repeat * len(reports)) * 1e6
+    spent = time.process_time() - t0
+    shutil.rmtree(folder)
+    return spent / (repeat * len(reports)) * 1e6
+
+
+def _sinks(which: str, folder: Path) -> List[Any]:
+    from dynolog.sinks.jsonl import JsonlSink
+    from dynolog.sinks.prometheus import PrometheusSink
+    from dynolog.sinks.tensorboard import TensorBoardSink
+
+    if which == "none":
+        return []
+    if which == "prometheus":
+        return [PrometheusSink(port=None)]
+    return [PrometheusSink(port=None), TensorBoardSink(folder / "tensorboard"), JsonlSink(folder / "m.jsonl")]
 
 
 def median(values: List[int]) -> float:
@@ -175,9 +199,8 @@ def main() -> int:
         figures.append(
             Figure(f"false alarms, slowdown=25%, for={for_intervals}", per_10k, "per 10k intervals")
         )
-    for prometheus in (False, True):
-        where = "dispatch + Prometheus sink" if prometheus else "dispatch only"
-        off, on = (cpu_per_report_us(reports, d, prometheus) for d in (False, True))
+    for sinks, where in SINKS.items():
+        off, on = (cpu_per_report_us(reports, d, sinks) for d in (False, True))
         figures += [
             Figure(f"daemon CPU per report, {where}, detection off", off, "us"),
             Figure(f"daemon CPU per report, {where}, detection on", on, "us"),

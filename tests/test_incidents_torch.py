@@ -151,3 +151,35 @@ def test_the_daily_limit_leaves_the_second_incident_of_the_job_untraced(daemon, 
     for incident in later:
         assert not incident["traced"] and incident["trace_id"] == "" and incident["trace_files"] == []
         assert incident["action"] == f"not traced: rate limit (max 1/day for job {job_id})"
+
+
+def test_a_daemon_restarted_during_the_auto_trace_resumes_the_monitor(daemon, start_workload, tmp_path):
+    slow_file = tmp_path / "slow"
+    job = start_job(daemon, start_workload, slow_file)
+    # 150 steps: seconds of tracing, so that the daemon restarts while the trace runs in the job.
+    monitor(daemon, "slowdown=50%,for=2,iterations=150,cooldown=0s,max=5/day", job.pid)
+    wait_until(lambda: len(reports(daemon, job.pid)) >= 5, 30, "a baseline of reports")
+    slow_file.touch()
+    tracing = wait_until(
+        lambda: next(
+            (i for i in incidents(daemon) if any("nputrace" in e["what"] for e in i["timeline"])), None
+        ),
+        30,
+        "the auto-trace to start",
+    )
+    assert tracing["action"] == "tracing"
+    daemon.restart()
+    assert (
+        daemon.process(job.pid) is None or daemon.process(job.pid)["monitor_state"] != "MONITOR_STATE_RUNNING"
+    )
+
+    def resumed() -> Dict[str, Any] | None:
+        incident = next(i for i in incidents(daemon) if i["id"] == tracing["id"])
+        return incident if incident["timeline"][-1]["what"].startswith("npu-monitor resumed") else None
+
+    incident = wait_until(resumed, 60, "the resume after the restart")
+    assert incident["timeline"][-1]["what"] == "npu-monitor resumed after a daemon restart", incident
+    assert incident["action"].startswith("traced"), incident["action"]
+    assert daemon.process(job.pid)["monitor_state"] == "MONITOR_STATE_RUNNING"
+    before = len(reports(daemon, job.pid))
+    wait_until(lambda: len(reports(daemon, job.pid)) >= before + 2, 20, "reports after the resume")

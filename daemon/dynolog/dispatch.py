@@ -105,7 +105,8 @@ class IpcDispatcher:
         if self.node.registry.is_helper(sender.pid):  # its job's plugin speaks for the process
             return
         self.node.delivery.plugin_seen(sender.pid, endpoint)
-        self.node.plugin.hello(record, hello)
+        self.node.plugin.hello(record, hello)  # first: it adopts a trace a previous daemon started
+        self.node.incidents.hello(record)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         wire.Bye.from_payload(datagram.payload)

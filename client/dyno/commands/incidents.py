@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
 FLAGS = (
-    Flag("what", None, str, None, "nothing: the list; 'show ID': one incident in full", repeat=True, usage="[show ID]"),
+    Flag(
+        "what",
+        None,
+        str,
+        None,
+        "nothing: the list; 'show ID': one incident in full",
+        repeat=True,
+        usage="[show ID]",
+    ),
     JOB_ID._replace(field="job_id"),
     Flag("--limit", "limit", int, 0, "only the most recent this many (0: all the daemon keeps)", minimum=0),
 )

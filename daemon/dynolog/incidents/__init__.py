@@ -13,7 +13,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Coroutine, Dict, List, Optional, Set, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.monitor.report import Report
@@ -80,8 +80,13 @@ class IncidentWatch:
         self._hostname = socket.gethostname()
         self._tasks: Set[asyncio.Task[None]] = set()
         self._counts: Dict[Tuple[str, str], int] = {}  # (kind, traced) -> incidents, for Prometheus
+        # Auto-traces a previous daemon stopped the monitor for and never resumed: resumed when their
+        # process says hello again.
+        self._interrupted: Dict[int, Incident] = {}
         for incident in self.store.list():
             self._count(incident.kind, rate_limited=not incident.traced)
+            if incident.resume:
+                self._interrupted[incident.host_pid] = incident
 
     def report(self, record: ProcessRecord, report: Report) -> None:
         monitor = self._npumonitor.settings.get(record.host_pid)
@@ -92,6 +97,19 @@ class IncidentWatch:
         detection = self.detector.observe(who, report, rule.slowdown, rule.for_intervals)
         if detection is not None:
             self._raise(record, report, detection, monitor)
+
+    def hello(self, record: ProcessRecord) -> None:
+        """A process registered: if a previous daemon's auto-trace left it stopped, finish that."""
+        incident = self._interrupted.pop(record.host_pid, None)
+        if incident is None:
+            return
+        if (incident.pid, incident.job_id, incident.rank) != (record.pid, record.job_id, record.rank):
+            incident.resume = ""  # the pid was reused by another process: nothing of ours runs there
+            incident.note(f"not resumed: pid {record.host_pid} is now another process")
+            self.store.update(incident)
+            return
+        incident.note("the daemon restarted during this auto-trace; the process is back")
+        self._spawn(self._tracer.recover(incident))
 
     def gone(self, record: ProcessRecord, why: str) -> None:
         self.detector.forget(record.host_pid)
@@ -129,9 +147,12 @@ class IncidentWatch:
         )
         self._metrics.mark(record, _mark(incident, report))
         if limited is None:
-            task = asyncio.get_running_loop().create_task(self._tracer.run(incident, monitor))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._tracer.run(incident, monitor))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _count(self, kind: str, rate_limited: bool) -> None:
         key = (kind, "false" if rate_limited else "true")

@@ -13,12 +13,13 @@ both read from the store, so that a restarted daemon keeps them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Awaitable, Optional
 
 from dynoproto import dynolog_pb2 as pb
 
@@ -26,7 +27,7 @@ from ..commands import CommandPipeline, CommandResult
 from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
 from ..traces import Trace, TraceStore
-from .incident import RATE_LIMITED, Incident
+from .incident import RATE_LIMITED, TRACING, Incident
 from .store import DAY_S, IncidentStore
 
 log = logging.getLogger("dynolog.incidents")
@@ -60,17 +61,44 @@ class AutoTracer:
         if not stopped.effective:
             incident.traced = False
             return self._done(incident, f"not traced: npu-monitor stop: {stopped.message}")
+        incident.resume = base64.b64encode(monitor.SerializeToString()).decode()
         self._step(incident, "npu-monitor stopped")
+        await self._then_resume(
+            incident, self._trace(incident, targets, monitor.auto_trace.iterations), "npu-monitor resumed"
+        )
+
+    async def recover(self, incident: Incident) -> None:
+        """After a daemon restart that cut *incident*'s auto-trace short, its process is back: the trace
+        the plugin went on with (the daemon adopted it from the process's hello), then the resume."""
+        await self._then_resume(
+            incident, self._adopted(incident), "npu-monitor resumed after a daemon restart"
+        )
+
+    async def _adopted(self, incident: Incident) -> None:
+        trace = self.traces.get(incident.trace_id) if incident.trace_id else None
+        if trace is not None:
+            await self._finish(incident, trace)
+        elif incident.action == TRACING:
+            self._done(incident, "not traced: the daemon restarted before the trace began")
+
+    async def _then_resume(self, incident: Incident, work: Awaitable[None], what: str) -> None:
+        """*work*, then the resume whatever happened in it: the process is never left with neither —
+        unless the daemon is stopping (cancelled), when the next daemon resumes it from the store."""
         try:
-            await self._trace(incident, targets, monitor.auto_trace.iterations)
-        finally:
-            resume = pb.NpuMonitorRequest()
-            resume.CopyFrom(monitor)
-            resume.targets.CopyFrom(targets)
-            resumed = await self.pipeline.run(self.npumonitor, resume)
-            self._step(
-                incident, "npu-monitor resumed" if resumed.effective else f"not resumed: {resumed.message}"
-            )
+            await work
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            await self._resume(incident, what)
+            raise
+        await self._resume(incident, what)
+
+    async def _resume(self, incident: Incident, what: str) -> None:
+        monitor = pb.NpuMonitorRequest.FromString(base64.b64decode(incident.resume))
+        monitor.targets.CopyFrom(pb.Targets(pids=[incident.host_pid]))
+        resumed = await self.pipeline.run(self.npumonitor, monitor)
+        incident.resume = ""
+        self._step(incident, what if resumed.effective else f"not resumed: {resumed.message}")
 
     async def _trace(self, incident: Incident, targets: pb.Targets, iterations: int) -> None:
         self.trace_dir.mkdir(parents=True, exist_ok=True)
@@ -89,6 +117,10 @@ class AutoTracer:
             return self._done(incident, f"not traced: nputrace: {_why(result)}")
         incident.traced, incident.trace_id = True, trace.trace_id
         self._step(incident, f"nputrace {trace.trace_id}: {request.iterations} steps from the next one")
+        await self._finish(incident, trace)
+
+    async def _finish(self, incident: Incident, trace: Trace) -> None:
+        """Waits for *trace*, and records its outcome and files."""
         await _until_done(trace, TRACE_WAIT_S)
         process = trace.processes.get(incident.host_pid)
         if process is None or not process.phase.final:

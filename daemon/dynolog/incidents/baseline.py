@@ -19,7 +19,7 @@ the cached limit. A baseline a few intervals old judges a level that moved by a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 MAD_SCALE = 1.4826  # MAD times this estimates the standard deviation of normal noise
 TAIL_QUANTILE = 0.9
@@ -35,9 +35,9 @@ class Rule:
     noise_k: float = 3.0  # and a slow interval must exceed the median by this many (scaled) MADs
 
 
-@dataclass(frozen=True)
-class Reference:
-    """What a value is compared with: a median, its spread, and the window's upper tail."""
+class Reference(NamedTuple):
+    """What a value is compared with: a median, its spread, and the window's upper tail. A tuple: one is
+    made for every judged name every few reports."""
 
     median: float
     mad: float = 0.0
@@ -94,7 +94,7 @@ class Series:
 
     def __init__(self, window: int) -> None:
         self.window = window
-        self.samples: List[float] = []  # in arrival order, the newest last
+        self.samples: List[float] = []  # in arrival order, the newest last; the window is the last ones
         self.held: List[float] = []  # slow values not yet in the baseline
         self.streak = Streak()
         self.reference: Optional[Reference] = None
@@ -102,13 +102,13 @@ class Series:
         self._rule: Optional[Rule] = None
         self._stale = 0
 
-    def median(self) -> Optional[float]:
-        """The baseline's median, once it can judge."""
-        return self.reference.median if self.reference is not None else None
-
     def observe(self, value: float, rule: Rule) -> Optional[Alarm]:
         if value <= self.limit and not self.streak.count and rule is self._rule:
-            self._add(value, rule)  # the common case, kept short: no episode open, not slow
+            # The common case, kept to a few operations: no episode open, not slow.
+            self.samples.append(value)
+            self._stale += 1
+            if self._stale >= REFRESH or self.reference is None:
+                self._refresh(rule)
             return None
         if rule is not self._rule:
             self._refresh(rule)
@@ -118,24 +118,16 @@ class Series:
         if slow and not self.streak.fired:
             self.held.append(value)
             return None
-        if self.held:  # the episode ended or fired: what was held joins the baseline
-            self.samples += self.held
-            del self.samples[: -self.window]
-            self.held.clear()
-        self._add(value, rule)
+        # The episode ended (noise) or fired (a new level): what was held joins the baseline.
+        self.samples += self.held
+        self.samples.append(value)
+        self.held.clear()
+        self._refresh(rule)
         return Alarm(reference, value, self.streak.count) if fired and reference is not None else None
-
-    def _add(self, value: float, rule: Rule) -> None:
-        samples = self.samples
-        samples.append(value)
-        if len(samples) > self.window:
-            del samples[0]
-        self._stale += 1
-        if self._stale >= REFRESH or self.reference is None or self.streak.fired:
-            self._refresh(rule)
 
     def _refresh(self, rule: Rule) -> None:
         self._rule, self._stale = rule, 0
+        del self.samples[: -self.window]  # appended to freely in between: trimmed here
         if len(self.samples) < rule.min_samples:
             self.reference, self.limit = None, float("inf")
             return

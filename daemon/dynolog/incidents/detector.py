@@ -119,12 +119,10 @@ GroupKey = Tuple[str, int]  # (kind label, device)
 
 @dataclass
 class _Group:
-    """One kind on one device of one process: its names' baselines, streaks against the peers, and the
-    figures of its last judged report."""
+    """One kind on one device of one process: its names' baselines, and their streaks against the peers."""
 
     names: Dict[str, Series] = field(default_factory=dict)
     against_peers: Dict[str, Streak] = field(default_factory=dict)
-    latest: Dict[str, float] = field(default_factory=dict)
 
     def medians(self) -> Dict[str, float]:
         return {name: s.reference.median for name, s in self.names.items() if s.reference is not None}
@@ -134,12 +132,13 @@ class _Group:
 class _Process:
     who: Who
     groups: Dict[GroupKey, _Group] = field(default_factory=dict)
+    latest: Dict[GroupKey, Dict[str, float]] = field(default_factory=dict)  # its last judged report's
     latest_end_ns: int = 0  # of its last judged report; 0: not a peer
 
 
-def judged(ks: KindStat, settings: Settings, group: _Group) -> List[float]:
-    """Sets ``group.latest`` to the time per call of the names of *ks* that carry time; returns their
-    times against their baselines, for those that have one (one pass: this runs for every report)."""
+def judged(ks: KindStat, settings: Settings, group: _Group) -> Tuple[Dict[str, float], List[float]]:
+    """The time per call of the names of *ks* that carry time, and their times against their baselines
+    for those that have one (one pass: this runs for every report)."""
     floor = max(settings.min_total_ns, settings.min_share * ks.total_ns)
     marker = ks.kind == Kind.MARKER
     names = group.names
@@ -155,8 +154,7 @@ def judged(ks: KindStat, settings: Settings, group: _Group) -> List[float]:
         series = names.get(name)
         if series is not None and series.reference is not None and series.reference.median > 0:
             ratios.append(value / series.reference.median)
-    group.latest = values
-    return ratios
+    return values, ratios
 
 
 class Detector:
@@ -184,21 +182,22 @@ class Detector:
             return None
         rule = self._rule(slowdown, for_intervals)
         peers = self._peers(process, report)
-        process.latest_end_ns = report.end_ns
+        process.latest_end_ns, process.latest = report.end_ns, {}
         judging = []
         for ks in report.kinds:
             where = (ks.kind.label, ks.device)
             group = process.groups.get(where)
             if group is None:
                 group = process.groups[where] = _Group()
-            judging.append((where, group, judged(ks, self.settings, group)))
-        process_pace = _pace([r for _, _, ratios in judging for r in ratios])
+            values, ratios = judged(ks, self.settings, group)
+            process.latest[where] = values
+            judging.append((where, group, values, ratios))
+        process_pace = _pace([r for *_, ratios in judging for r in ratios])
         findings: List[Finding] = []
-        for where, group, ratios in judging:
-            values = group.latest
+        for where, group, values, ratios in judging:
             pace = _pace(ratios) if len(ratios) >= MIN_NAMES_FOR_PACE else process_pace
             findings += _slowdowns(where, group, values, pace, rule)
-            peer_values = [p.groups[where].latest for p in peers if where in p.groups]
+            peer_values = [p.latest[where] for p in peers if where in p.latest]
             if peer_values:
                 findings += _stragglers(where, group, values, peer_values, rule)
         if not findings:
@@ -223,12 +222,11 @@ class Detector:
 
     def _figures(self, process: _Process, worst: Finding, peers: List[_Process]) -> Tuple[Figure, ...]:
         where = (worst.key.kind, worst.key.device)
-        group = process.groups[where]
         if worst.detection == STRAGGLER:
-            reference = _peer_medians([p.groups[where].latest for p in peers if where in p.groups])
+            reference = _peer_medians([p.latest[where] for p in peers if where in p.latest])
         else:
-            reference = group.medians()
-        ranked = sorted(group.latest.items(), key=lambda kv: -kv[1])
+            reference = process.groups[where].medians()
+        ranked = sorted(process.latest[where].items(), key=lambda kv: -kv[1])
         return tuple(Figure(name, reference[name], value) for name, value in ranked if name in reference)
 
 

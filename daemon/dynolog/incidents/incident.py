@@ -39,6 +39,9 @@ class Incident:
     trace_files: List[str] = field(default_factory=list)
     figures: List[Figure] = field(default_factory=list)
     timeline: List[Tuple[float, str]] = field(default_factory=list)
+    # The npu-monitor start to resume with (NpuMonitorRequest, base64), kept from the stop until the
+    # resume: a daemon restarted in between resumes the process from the store.
+    resume: str = ""
 
     @classmethod
     def of(cls, detection: Detection) -> Incident:
@@ -86,7 +89,7 @@ class Incident:
         return incident
 
     def to_proto(self) -> pb.IncidentInfo:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "resume"}
         fields["figures"] = [pb.NameFigure(**dataclasses.asdict(f)) for f in self.figures]
         fields["timeline"] = [pb.IncidentEvent(at=at, what=what) for at, what in self.timeline]
         return pb.IncidentInfo(**fields)
