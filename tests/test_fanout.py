@@ -282,3 +282,15 @@ def test_commands_that_work_with_one_daemon_refuse_hosts(tmp_path: Path):
             "works with one daemon (or none): --hosts, --hostfile and --slurm-job do not apply"
             in result.stderr
         )
+
+
+def test_hostname_and_hosts_together_are_a_usage_error_naming_both():
+    """Which one would win is not for the user to guess: refused before anything connects."""
+    result = subprocess.run(
+        [str(BIN / "dyno"), "--hostname", "node009", "--hosts", f"{A},{B}", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--hostname node009 and --hosts/--hostfile/--slurm-job both name the hosts" in result.stderr

@@ -130,6 +130,10 @@ def test_busy_and_past_start_steps_are_ineffective_with_the_reason(daemon, start
         what="the plugin to accept",
     )
 
+    waited = daemon.dyno("trace", first["trace_id"], "--wait", "--wait-timeout", "1")
+    assert waited.returncode == 1, "a --wait that gave up is a failure for scripts"
+    assert f"trace {first['trace_id']} not done after --wait-timeout 1 s" in waited.stderr
+
     second = daemon.dyno("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
     assert second.returncode == 1
     assert "commandStatus: ineffective" in second.stdout

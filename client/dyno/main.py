@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .cli import Flag, dispatch, group_parser
 from .commands import COMMANDS
-from .exits import CliError
+from .exits import EXIT_USAGE, CliError
 from .target import KEY_PASSWORD_ENV, NO_CERTS, Target
 
 HELP = """Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.
@@ -87,6 +87,12 @@ def _dyno(argv: Sequence[str]) -> None:
         print(f"dyno {__version__}")
         return
     target = Target(**{flag.field: getattr(args, flag.dest) for flag in GLOBAL_FLAGS if flag.field})
+    if target.fans_out and target.hostname != "localhost":
+        raise CliError(
+            f"--hostname {target.hostname} and --hosts/--hostfile/--slurm-job both name the hosts: "
+            "use --hostname for one, the others for many",
+            EXIT_USAGE,
+        )
     dispatch(parser, COMMANDS, args, target, [flag for flag in GLOBAL_FLAGS if flag.field])
 
 

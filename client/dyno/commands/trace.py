@@ -35,7 +35,7 @@ def run(target: Target, args: Namespace) -> None:
     else:
         requests.print_trace(info)
     missing = collect.requested(args, [(target, info.trace_id)], target.json)
-    failed = requests.trace_failed(info) or missing
+    failed = _verdict(info, args) or missing
     if failed:
         raise CliError(failed)
 
@@ -44,7 +44,9 @@ def across(target: Target, args: Namespace) -> None:
     """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
     from .. import collect, fanout, requests
 
-    view = fanout.View(requests.TRACE_HEADERS, requests.trace_rows, as_dict, requests.trace_failed)
+    view = fanout.View(
+        requests.TRACE_HEADERS, requests.trace_rows, as_dict, lambda info: _verdict(info, args)
+    )
     fleet = fanout.fleet(target)
     asked = fanout.gather(fleet, lambda one: ask(one, args, label=one.hostname), target.parallel, view.judge)
     fanout.show(target, asked, view)
@@ -53,6 +55,16 @@ def across(target: Target, args: Namespace) -> None:
     fanout.verdict(asked)
     if missing:
         raise CliError(missing)
+
+
+def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
+    """Why the answer is a failure: a process failed the trace, or --wait gave up before it was done."""
+    from .. import requests
+
+    failed = requests.trace_failed(info)
+    if not failed and args.wait and not info.done:
+        failed = f"trace {info.trace_id} not done after --wait-timeout {args.wait_timeout:g} s"
+    return failed
 
 
 def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
