@@ -121,6 +121,13 @@ def test_steady_noise_raises_nothing() -> None:
     assert feed(detector, [100.0 * rng.lognormvariate(0, 0.05) for _ in range(2000)]) == []
 
 
+def test_one_spike_while_the_baseline_forms_does_not_hide_a_slowdown() -> None:
+    """A busy host's one 9x interval among the first: the tail guard is never the window's maximum."""
+    detector = Detector(SETTINGS)
+    found = feed(detector, [100.0, 100.0] + [100.0, 900.0, 100.0, 100.0, 100.0, 100.0] + [300.0] * 3)
+    assert len(found) == 1 and found[0].report_seq == 11 and found[0].primary.baseline_ns == 100.0
+
+
 def test_a_straggler_is_the_rank_slower_than_its_peers_and_only_it() -> None:
     detector = Detector(SETTINGS)
     found: List[Optional[Detection]] = []

@@ -4,7 +4,7 @@ A name's baseline is the median of its last ``window`` per-call times, with the 
 deviation) as its noise: one outlier interval moves neither, where a mean and a standard deviation
 would follow it. An interval is *slow* when it exceeds the baseline by the rule's fraction and also
 stands out of the noise: ``noise_k`` MADs (scaled to a standard deviation), and the window's 90th
-percentile. The MAD describes the bulk; the percentile is for heavy tails, where a name is several
+percentile (at most its second-largest value). The MAD describes the bulk; the percentile is for heavy tails, where a name is several
 times its median in one interval of five (small CPU operators on a busy host): the MAD never sees
 those, and three of them in a row would otherwise be an alarm. ``for_intervals`` slow
 intervals in a row raise one alarm. Slow intervals are held out of the baseline until they either
@@ -52,7 +52,9 @@ class Reference(NamedTuple):
         # instead of two: this runs for every judged name every few reports.
         upper = (3 * (n - 1)) // 4
         mad = (ordered[upper] - ordered[n - 1 - upper]) / 2
-        return cls(center, mad, ordered[min(n - 1, int(TAIL_QUANTILE * n))])
+        # The tail is never the window's maximum: one spike while a baseline forms (a busy host, a
+        # first call) would otherwise hide any slowdown up to its size until it leaves the window.
+        return cls(center, mad, ordered[max(0, min(int(TAIL_QUANTILE * n), n - 2))])
 
     def threshold(self, rule: Rule) -> float:
         return max(
