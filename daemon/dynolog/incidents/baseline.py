@@ -4,12 +4,12 @@ A name's baseline is the median of its last ``window`` per-call times, with the 
 deviation) as its noise: one outlier interval moves neither, where a mean and a standard deviation
 would follow it. An interval is *slow* when it exceeds the baseline by the rule's fraction and also
 stands out of the noise: ``noise_k`` MADs (scaled to a standard deviation), and the window's 90th
-percentile (at most its second-largest value). The MAD describes the bulk; the percentile is for heavy tails, where a name is several
-times its median in one interval of five (small CPU operators on a busy host): the MAD never sees
-those, and three of them in a row would otherwise be an alarm. ``for_intervals`` slow
-intervals in a row raise one alarm. Slow intervals are held out of the baseline until they either
-raise the alarm (then the baseline learns the new level, and the episode ends when the name is no
-longer slow) or turn out to be noise (then they join it).
+percentile (at most its second-largest value). The MAD describes the bulk; the percentile is for
+heavy tails, where a name is several times its median in one interval of five (small CPU operators
+on a busy host): the MAD never sees those, and three of them in a row would otherwise be an alarm.
+``for_intervals`` slow intervals in a row raise one alarm. Slow intervals are held out of the
+baseline until they either raise the alarm (then the baseline learns the new level, and the episode
+ends when the name is no longer slow) or turn out to be noise (then they join it).
 
 Judging is on the daemon's path for every report, for every judged name: the statistics are computed
 from the window every ``REFRESH`` values (and at each alarm), and an interval is one comparison with
