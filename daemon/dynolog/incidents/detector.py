@@ -33,7 +33,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import KindStat, Report
 
-from .baseline import Rule, Series, Streak
+from .baseline import Rule, Series, Streak, middle
 
 SLOWDOWN = "slowdown"
 STRAGGLER = "straggler"
@@ -233,11 +233,7 @@ class Detector:
 def _pace(ratios: List[float]) -> float:
     """How much slower names ran as a whole; never below 1, so that no name is judged harsher than on
     its own when everything else got faster."""
-    n = len(ratios)
-    if n < MIN_NAMES_FOR_PACE:
-        return 1.0
-    ordered = sorted(ratios)
-    return max(1.0, (ordered[(n - 1) // 2] + ordered[n // 2]) / 2)
+    return max(1.0, middle(sorted(ratios))) if len(ratios) >= MIN_NAMES_FOR_PACE else 1.0
 
 
 def _slowdowns(
