@@ -164,6 +164,30 @@ def test_the_whole_process_slower_singles_out_no_name_but_one_name_among_them_is
     assert finding.key.name == "op2" and finding.pace == pytest.approx(2.0, rel=0.1)
 
 
+def test_a_slowed_operator_that_crowds_out_the_others_is_found_despite_its_callees() -> None:
+    """As a CPU job showed: sort 20x slower takes ~90 % of the time, so only it, an operator it calls
+    (arange) and one preempted small operator keep 2 % each. A pace taken from those three would be
+    sort's own slowdown and hide it; the names below the floor still have baselines and set the pace."""
+    detector = Detector(Settings(window=10, warmup=2, min_samples=3, min_total_ns=0, min_share=0.02))
+    steady = {"sort": 700.0, "addmm": 50.0, "mm": 35.0, "copy_": 30.0, "arange": 22.0, "t": 2.0}
+    slowed = {**steady, "sort": 14_000.0, "arange": 400.0, "copy_": 800.0}  # copy_: preempted, by chance
+    found = [detector.observe(who(), report(s, steady), 0.5, 2) for s in range(1, 8)]
+    found += [detector.observe(who(), report(s, slowed), 0.5, 2) for s in range(8, 10)]
+    assert found[:8] == [None] * 8 and found[8] is not None
+    assert found[8].primary.key.name == "sort" and found[8].primary.pace == 1.0
+
+
+def test_the_incident_names_the_finding_that_added_the_most_time() -> None:
+    detector = Detector(Settings(window=10, warmup=2, min_samples=3, min_total_ns=0, min_share=0.0))
+    steady = {"sort": 700.0, "arange": 20.0, "mm": 100.0, "addmm": 100.0}
+    slowed = {**steady, "sort": 7_000.0, "arange": 1_000.0}  # arange: 50x, sort 10x but 6.3 ms more
+    found = [detector.observe(who(), report(s, steady), 0.5, 2) for s in range(1, 8)]
+    found += [detector.observe(who(), report(s, slowed), 0.5, 2) for s in range(8, 10)]
+    detection = found[-1]
+    assert detection is not None and [f.key.name for f in detection.findings] == ["sort", "arange"]
+    assert detection.primary.added_ns == (7_000.0 - 700.0) * 10  # ten calls in the interval
+
+
 def test_a_name_with_a_sliver_of_the_time_is_not_judged() -> None:
     detector = Detector(Settings(window=10, warmup=2, min_samples=5, min_total_ns=0, min_share=0.02))
     steady = {"big": 1000.0, "tiny": 10.0}  # tiny: 1 % of the kind's time

@@ -8,6 +8,8 @@ step it turned slow; nothing here sleeps to synchronise.
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -62,8 +64,9 @@ def reports(daemon: Daemon, pid: int) -> List[Dict[str, Any]]:
     return [r["report"] for r in map(json.loads, lines) if r["pid"] == pid]
 
 
-def sort_times(daemon: Daemon, pid: int) -> List[Any]:
-    """Per report: its seq and aten::sort's time per call and share of the kind, to read a failure by."""
+def sort_times(daemon: Daemon, pid: int, since: float = 0.0) -> List[Any]:
+    """Per report: its seq, end (s after *since*), and aten::sort's time per call (µs) and share of the
+    kind, to read a failure by."""
     out = []
     for r in reports(daemon, pid):
         for kind in r.get("kinds", []):
@@ -71,7 +74,12 @@ def sort_times(daemon: Daemon, pid: int) -> List[Any]:
             for n in kind.get("top", []):
                 if n.get("name") == "aten::sort" and n.get("count"):
                     out.append(
-                        (r["seq"], round(n["total_ns"] / n["count"] / 1e3), round(n["total_ns"] / total, 2))
+                        (
+                            r["seq"],
+                            round(r["end_ns"] / 1e9 - since, 2),
+                            round(n["total_ns"] / n["count"] / 1e3),
+                            round(n["total_ns"] / total, 2),
+                        )
                     )
     return out
 
@@ -87,16 +95,17 @@ def test_a_slower_operator_is_traced_and_monitoring_resumes(daemon, start_worklo
     wait_until(lambda: len(reports(daemon, job.pid)) >= 5, 30, "a baseline of reports")
     assert incidents(daemon) == []
     last_fast = reports(daemon, job.pid)[-1]["seq"]
+    touched = time.time()
     slow_file.touch()
     slow_from = int(read_line_until(job.proc, "slow from step").split()[-1])
 
-    # Within for + 1 intervals of the slowdown: the interval it began in is last_fast + 1.
-    incident = wait_until(lambda: incidents(daemon), 15, "an incident")[0]
-    assert last_fast < incident["report_seq"] <= last_fast + 1 + 2, (
-        last_fast,
-        incident,
-        sort_times(daemon, job.pid),
-    )
+    incident = wait_until(lambda: incidents(daemon), 30, "an incident")[0]
+    # Found at the for-th report that shows the slower sort (one more allowed: on a busy machine an
+    # interval's sample may miss the sort's calls or catch a preempted neighbour).
+    times = sort_times(daemon, job.pid, touched)
+    fast = statistics.median(us for seq, _, us, _ in times if seq <= last_fast)
+    first_slow = next((seq for seq, _, us, _ in times if seq > last_fast and us > 3 * fast), 0)
+    assert last_fast < first_slow <= incident["report_seq"] <= first_slow + 2, (last_fast, incident, times)
     assert (incident["name"], incident["kind"], incident["detection"]) == ("aten::sort", "Kernel", "slowdown")
     assert incident["pid"] == job.pid and incident["current_ns"] > 1.5 * incident["baseline_ns"]
 
@@ -132,12 +141,15 @@ def test_a_slow_rank_among_three_is_the_only_straggler(daemon, start_workload, t
         for rank in range(3)
     ]
     monitor(daemon, "slowdown=100%,for=2,iterations=1,cooldown=30m,max=1/day", *(j.pid for j in jobs))
-    found = wait_until(lambda: incidents(daemon), 30, "a straggler incident")
+    wait_until(lambda: incidents(daemon), 30, "a straggler incident")
     wait_until(lambda: all(len(reports(daemon, j.pid)) >= 8 for j in jobs), 40, "more reports")
     stragglers = [i for i in incidents(daemon) if i["detection"] == "straggler" and i["name"] == "aten::sort"]
     # Only rank 1's sort is slower than its peers'; on a loaded machine other names of any rank may
     # lag a moment too, which is not what this test is about.
-    assert stragglers and {i["rank"] for i in stragglers} == {1}, found
+    assert stragglers and {i["rank"] for i in stragglers} == {1}, (
+        [(i["rank"], i["detection"], i["name"], i["report_seq"]) for i in incidents(daemon)],
+        [sort_times(daemon, j.pid) for j in jobs],
+    )
     assert all(i["current_ns"] > 2 * i["baseline_ns"] for i in stragglers)
 
 

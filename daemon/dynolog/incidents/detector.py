@@ -11,13 +11,21 @@ preempted call moves its mean) and the least worth a trace; judging dozens of th
 rare noise in each into frequent alarms for the process.
 
 * **slowdown**: slower than the name's own baseline (:mod:`.baseline`), with the *pace* factored
-  out: the median, over the kind's judged names on that device (over all the process's judged names
-  when the kind has fewer than three), of each one's time against its baseline.
+  out: the lower quartile, over the kind's reported names on that device that have a baseline (over
+  all the process's when the kind has fewer than three), of each one's time against its baseline.
   When the whole process is slowed (a busy host, a throttled device), every name moves together and
-  none is singled out; one operator slowing down moves its own ratio, not the median. A slow process
-  as a whole is what the straggler rule, and Prometheus across nodes, are for.
+  none is singled out; one operator slowing down moves its own ratio, not the quartile. Not the
+  median: a slowed operator, the operators it calls and a small one preempted by chance are three
+  names that move together, a majority of the five a CPU job has. And every name with a baseline
+  counts, judged in this interval or not: a slowed operator takes a larger share of the time and
+  pushes the others below the share floor, leaving only itself and its callees. A slow process as a
+  whole is what the straggler rule, and Prometheus across nodes, are for.
 * **straggler**: slower than the median of the same name in the other ranks of the same job on this
   node (their latest reports, of the same period), ``for_intervals`` in a row.
+
+Of the findings of one report, the one that added the most time (per call slower, times its calls)
+comes first and names the incident: a small operator inside a slowed one may be slower by a larger
+ratio, but it is not where the time went.
 
 The first ``warmup`` reports of each monitoring session (the engine numbers them from 1) are not
 judged: caches, allocators and the profiler itself settle then. A final report covers a partial
@@ -33,11 +41,12 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import KindStat, Report
 
-from .baseline import Rule, Series, Streak, middle
+from .baseline import Rule, Series, Streak
 
 SLOWDOWN = "slowdown"
 STRAGGLER = "straggler"
-MIN_NAMES_FOR_PACE = 3  # fewer judged names: one slowed name would move the median itself
+MIN_NAMES_FOR_PACE = 3  # fewer names with a baseline: one slowed name would set the pace itself
+PACE_QUANTILE = 0.25
 
 
 class Key(NamedTuple):
@@ -93,16 +102,22 @@ class Finding:
     current_ns: float
     intervals: int
     pace: float = 1.0
+    calls: int = 1  # in the interval
 
     @property
     def ratio(self) -> float:
         return self.current_ns / self.baseline_ns if self.baseline_ns > 0 else float("inf")
 
+    @property
+    def added_ns(self) -> float:
+        """The time the interval spent on this name beyond its reference."""
+        return (self.current_ns - self.baseline_ns) * self.calls
+
 
 @dataclass(frozen=True)
 class Detection:
-    """What one report of one process raised: its findings, the worst first, and the figures of the
-    worst one's kind (baseline against now, per name)."""
+    """What one report of one process raised: its findings, the one that added the most time first,
+    and the figures of that one's kind (baseline against now, per name)."""
 
     who: Who
     report_seq: int
@@ -136,25 +151,32 @@ class _Process:
     latest_end_ns: int = 0  # of its last judged report; 0: not a peer
 
 
-def judged(ks: KindStat, settings: Settings, group: _Group) -> Tuple[Dict[str, float], List[float]]:
-    """The time per call of the names of *ks* that carry time, and their times against their baselines
-    for those that have one (one pass: this runs for every report)."""
+class Judged(NamedTuple):
+    """One kind's names in one report, as the detector sees them."""
+
+    values: Dict[str, float]  # time per call of the names that carry time (judged)
+    calls: Dict[str, int]  # of those
+    ratios: List[float]  # time per call against the baseline, of every reported name that has one
+
+
+def judged(ks: KindStat, settings: Settings, group: _Group) -> Judged:
+    """The names of *ks* to judge, and what the pace is taken from (one pass: this runs for every
+    report)."""
     floor = max(settings.min_total_ns, settings.min_share * ks.total_ns)
     marker = ks.kind == Kind.MARKER
     names = group.names
-    values: Dict[str, float] = {}
-    ratios: List[float] = []
-    for n in ks.top:  # ranked by total time, the largest first
-        if n.total_ns < floor:
-            break
+    out = Judged({}, {}, [])
+    for n in ks.top:
         if not n.count:
             continue
         name = f"{n.domain}/{n.name}" if marker else n.name
-        value = values[name] = n.total_ns / n.count
+        value = n.total_ns / n.count
+        if n.total_ns >= floor:
+            out.values[name], out.calls[name] = value, n.count
         series = names.get(name)
         if series is not None and series.reference is not None and series.reference.median > 0:
-            ratios.append(value / series.reference.median)
-    return values, ratios
+            out.ratios.append(value / series.reference.median)
+    return out
 
 
 class Detector:
@@ -189,20 +211,20 @@ class Detector:
             group = process.groups.get(where)
             if group is None:
                 group = process.groups[where] = _Group()
-            values, ratios = judged(ks, self.settings, group)
-            process.latest[where] = values
-            judging.append((where, group, values, ratios))
-        process_pace = _pace([r for *_, ratios in judging for r in ratios])
+            names = judged(ks, self.settings, group)
+            process.latest[where] = names.values
+            judging.append((where, group, names))
+        process_pace = _pace([r for *_, names in judging for r in names.ratios])
         findings: List[Finding] = []
-        for where, group, values, ratios in judging:
-            pace = _pace(ratios) if len(ratios) >= MIN_NAMES_FOR_PACE else process_pace
-            findings += _slowdowns(where, group, values, pace, rule)
+        for where, group, names in judging:
+            pace = _pace(names.ratios) if len(names.ratios) >= MIN_NAMES_FOR_PACE else process_pace
+            findings += _slowdowns(where, group, names, pace, rule)
             peer_values = [p.latest[where] for p in peers if where in p.latest]
             if peer_values:
-                findings += _stragglers(where, group, values, peer_values, rule)
+                findings += _stragglers(where, group, names, peer_values, rule)
         if not findings:
             return None
-        findings.sort(key=lambda f: f.ratio, reverse=True)
+        findings.sort(key=lambda f: f.added_ns, reverse=True)
         return Detection(who, report.seq, tuple(findings), self._figures(process, findings[0], peers))
 
     def forget(self, host_pid: int) -> None:
@@ -231,39 +253,42 @@ class Detector:
 
 
 def _pace(ratios: List[float]) -> float:
-    """How much slower names ran as a whole; never below 1, so that no name is judged harsher than on
-    its own when everything else got faster."""
-    return max(1.0, middle(sorted(ratios))) if len(ratios) >= MIN_NAMES_FOR_PACE else 1.0
+    """How much slower names ran as a whole (see the module docstring); never below 1, so that no name
+    is judged harsher than on its own when everything else got faster."""
+    if len(ratios) < MIN_NAMES_FOR_PACE:
+        return 1.0
+    ordered = sorted(ratios)
+    return max(1.0, ordered[int(PACE_QUANTILE * (len(ordered) - 1))])
 
 
-def _slowdowns(
-    where: GroupKey, group: _Group, values: Dict[str, float], pace: float, rule: Rule
-) -> List[Finding]:
+def _slowdowns(where: GroupKey, group: _Group, names: Judged, pace: float, rule: Rule) -> List[Finding]:
     findings = []
-    names = group.names
-    for name, value in values.items():
-        series = names.get(name)
+    baselines = group.names
+    for name, value in names.values.items():
+        series = baselines.get(name)
         if series is None:
-            series = names[name] = Series(rule.window)
+            series = baselines[name] = Series(rule.window)
         alarm = series.observe(value / pace, rule)
         if alarm is not None:
             key = Key(where[0], where[1], name)
-            findings.append(Finding(key, SLOWDOWN, alarm.reference.median, value, alarm.intervals, pace))
+            median = alarm.reference.median
+            findings.append(Finding(key, SLOWDOWN, median, value, alarm.intervals, pace, names.calls[name]))
     return findings
 
 
 def _stragglers(
-    where: GroupKey, group: _Group, values: Dict[str, float], peer_values: List[Dict[str, float]], rule: Rule
+    where: GroupKey, group: _Group, names: Judged, peer_values: List[Dict[str, float]], rule: Rule
 ) -> List[Finding]:
     peers = _peer_medians(peer_values)
     findings = []
-    for name, value in values.items():
+    for name, value in names.values.items():
         peer = peers.get(name)
         streak = group.against_peers.get(name)
         if streak is None:
             streak = group.against_peers[name] = Streak()
         if streak.update(peer is not None and value > peer * (1 + rule.slowdown), rule) and peer is not None:
-            findings.append(Finding(Key(where[0], where[1], name), STRAGGLER, peer, value, streak.count))
+            key = Key(where[0], where[1], name)
+            findings.append(Finding(key, STRAGGLER, peer, value, streak.count, calls=names.calls[name]))
     return findings
 
 
