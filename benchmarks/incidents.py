@@ -74,6 +74,15 @@ def record(seconds: float) -> List[Report]:
     return [r for r in reports if r.kinds and not r.final][2:]  # the first two: warm-up
 
 
+def recording(path: Optional[Path], seconds: float) -> List[Report]:
+    if path is not None and path.exists():
+        return [Report.from_json(line) for line in path.read_text().splitlines()]
+    reports = record(seconds)
+    if path is not None:
+        path.write_text("".join(r.to_json() + "\n" for r in reports))
+    return reports
+
+
 def victims(reports: List[Report], count: int = 3) -> List[str]:
     """The largest Kernel names of the recording: the operators that matter, each with its own noise."""
     return [n.name for n in reports[-1].find(Kind.KERNEL)[0].top[:count]]
@@ -176,8 +185,15 @@ def main() -> int:
     parser.add_argument(
         "--intervals", type=int, default=100_000, help="steady intervals for the false alarms"
     )
+    parser.add_argument(
+        "--recording",
+        type=Path,
+        help="a JSONL file of reports: read if it exists, else recorded into (to compare detectors "
+        "on the same data)",
+    )
+    parser.add_argument("--no-cpu", action="store_true", help="detection figures only")
     args = parser.parse_args()
-    reports = record(args.record_s)
+    reports = recording(args.recording, args.record_s)
     names = victims(reports)
     figures: List[Figure] = []
     details: Dict[str, Any] = {"recorded_reports": len(reports), "victims": names}
@@ -199,7 +215,7 @@ def main() -> int:
         figures.append(
             Figure(f"false alarms, slowdown=25%, for={for_intervals}", per_10k, "per 10k intervals")
         )
-    for sinks, where in SINKS.items():
+    for sinks, where in ({} if args.no_cpu else SINKS).items():
         off, on = (cpu_per_report_us(reports, d, sinks) for d in (False, True))
         figures += [
             Figure(f"daemon CPU per report, {where}, detection off", off, "us"),
