@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from harness import BIN, Daemon, read_line_until, stop_process, wait_until
+from msmonitor_plugin import wire
 
 pytestmark = pytest.mark.torch
 
@@ -176,3 +178,62 @@ def test_bad_npu_monitor_flags_exit_2(daemon):
     assert result.returncode == 2 and "--mspti-activity-kind: accepts" in result.stderr
     result = daemon.dyno("npu-monitor", "--npu-monitor-start", "--json-rotate-log-lines", "5")
     assert result.returncode == 2 and "an integer in 100..500000" in result.stderr
+
+
+class PluginPeer:
+    """This test process speaking the plugin's wire by hand: a command read and dropped here is, to the
+    daemon, a push lost in a full socket."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(daemon.socket_dir / "peer"))
+        self.sock.settimeout(10)
+        self.daemon_path = str(daemon.socket_dir / wire.DAEMON_ENDPOINT)
+
+    def send(self, kind: str, payload: bytes) -> None:
+        self.sock.sendto(wire.encode(kind, payload), self.daemon_path)
+
+    def heartbeat(self) -> None:
+        """A heartbeat (the plugin's hello), read up to the daemon's acknowledgement."""
+        self.send(wire.HELLO, wire.Hello(pid=os.getpid(), capabilities=["push", "npumonitor"]).to_payload())
+        while self.next().type != wire.ACK:
+            pass
+
+    def next(self) -> wire.Datagram:
+        return wire.decode(self.sock.recv(wire.MAX_DATAGRAM))
+
+    def command(self) -> wire.Command:
+        datagram = self.next()
+        assert datagram.type == wire.COMMAND, datagram
+        return wire.Command.from_payload(datagram.payload)
+
+    def nothing_queued(self) -> bool:
+        self.sock.setblocking(False)
+        try:
+            self.sock.recv(wire.MAX_DATAGRAM)
+        except BlockingIOError:
+            return True
+        finally:
+            self.sock.settimeout(10)
+        return False
+
+
+def test_a_lost_push_is_pushed_again_at_each_heartbeat_until_answered(daemon):
+    peer = PluginPeer(daemon)
+    with contextlib.closing(peer.sock):
+        peer.heartbeat()
+        reply = daemon.dyno_json("npu-monitor", "--npu-monitor-start", "--pids", str(os.getpid()))
+        assert "pushed again at each heartbeat" in reply["processes"][0]["detail"], reply
+        lost = peer.command()  # dropped: never answered
+
+        peer.heartbeat()  # the daemon pushes it again after its acknowledgement
+        again = peer.command()
+        assert (again.trace_id, again.config) == (
+            lost.trace_id,
+            lost.config,
+        ) and "NPU_MONITOR_START=true" in again.config
+        peer.send(wire.MONITOR, wire.MonitorEvent(command_id=again.trace_id, state="running").to_payload())
+        wait_until(lambda: monitor_state(daemon, os.getpid()) == "MONITOR_STATE_RUNNING", what="the answer")
+
+        peer.heartbeat()  # answered: nothing more to push
+        assert peer.nothing_queued()

@@ -106,6 +106,7 @@ class IpcDispatcher:
             return
         self.node.delivery.plugin_seen(sender.pid, endpoint)
         self.node.plugin.hello(record, hello)  # first: it adopts a trace a previous daemon started
+        self.node.npumonitor.hello(record)
         self.node.incidents.hello(record)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:

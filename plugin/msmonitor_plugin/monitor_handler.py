@@ -39,13 +39,19 @@ class MonitorHandler:
         self._monitor = Monitor(
             rank=identity.rank(env), on_report=self._on_report, on_stopped=self._on_stopped, env=env
         )
+        self._last: Optional[wire.MonitorEvent] = None  # the answer to the last command
 
     @property
     def state(self) -> MonitorState:
         return self._monitor.state
 
     def handle(self, command: wire.Command) -> None:
-        """An npu-monitor command from the daemon; the answer goes back as ``mm.monitor``."""
+        """An npu-monitor command from the daemon; the answer goes back as ``mm.monitor``. The daemon
+        pushes a command again until it has the answer: a repeat is answered, not applied twice."""
+        last = self._last
+        if last is not None and command.trace_id and command.trace_id == last.command_id:
+            self._answer(last)
+            return
         try:
             keys = configtext.parse(command.config)
         except configtext.ConfigTextError as exc:
@@ -97,6 +103,8 @@ class MonitorHandler:
         return wire.MonitorEvent(command_id=command_id, state=self.state.value, error=error)
 
     def _answer(self, event: wire.MonitorEvent) -> wire.MonitorEvent:
+        if event.command_id:
+            self._last = event
         if self._send is not None:
             self._send(wire.MONITOR, event.to_payload())
         return event

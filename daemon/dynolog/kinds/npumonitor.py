@@ -11,7 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext, wire
@@ -43,6 +43,9 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         self._answered = asyncio.Event()
         # Per host pid, the start its monitor runs with: what an auto-trace resumes it with afterwards.
         self.settings: Dict[int, pb.NpuMonitorRequest] = {}
+        # Per host pid, the last command pushed and not yet answered, as (command id, text): a push
+        # into a full socket is lost, so it is pushed again at each heartbeat until answered.
+        self._unanswered: Dict[int, Tuple[str, str]] = {}
 
     def label(self, request: pb.NpuMonitorRequest) -> str:
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
@@ -74,6 +77,7 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         for outcome in result.taken:
             if self._delivery.send(outcome.record, self.kind, command_id, text):
                 pushed.append(outcome)
+                self._unanswered[outcome.record.host_pid] = (command_id, text)
             else:
                 outcome.detail = "staged for the process's next poll"
         try:
@@ -83,7 +87,10 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         for outcome in pushed:
             event = answers.get(outcome.record.host_pid)
             if event is None:
-                outcome.detail = "sent; no answer yet (see dyno npu-monitor --status)"
+                outcome.detail = (
+                    "sent; no answer yet: pushed again at each heartbeat until it answers "
+                    "(see dyno npu-monitor --status)"
+                )
             elif event.error:
                 outcome.refuse(Reason.NOT_SUPPORTED, event.error)
             else:
@@ -99,6 +106,14 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
 
     def forget(self, host_pid: int) -> None:
         self.settings.pop(host_pid, None)
+        self._unanswered.pop(host_pid, None)
+
+    def hello(self, record: ProcessRecord) -> None:
+        """A process's heartbeat: the command it has not answered is pushed again (it answers a repeat
+        without applying it twice)."""
+        unanswered = self._unanswered.get(record.host_pid)
+        if unanswered is not None:
+            self._delivery.push(record, self.kind, *unanswered)
 
     def answered(self, record: ProcessRecord, event: wire.MonitorEvent) -> None:
         """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""
@@ -106,6 +121,8 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         record.monitor_state = MonitorState.RUNNING if running else MonitorState.IDLE
         if event.reason:
             log.info("monitor of process %d stopped: %s", record.host_pid, event.reason)
+        if self._unanswered.get(record.host_pid, ("",))[0] == event.command_id:
+            del self._unanswered[record.host_pid]
         answers = self._answers.get(event.command_id)
         if answers is not None:
             answers[record.host_pid] = event
