@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dynolog import traces as traces_module
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
 from dynolog.registry import Registry
@@ -29,3 +30,30 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
     assert trace.done and traces.active(PID) is None
     assert record.trace_state is TraceState.IDLE, "the process is free for the next trace"
     assert [phase for phase, _ in trace.processes[PID].history][-1] is TracePhase.FINISHED
+
+
+def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(monkeypatch):
+    monkeypatch.setattr(traces_module, "MAX_PROCESS_ENTRIES", 10)
+    registry, traces = Registry(60.0), TraceStore()
+
+    def trace_of_four(first_pid: int, finish: bool):
+        trace = traces.new(CommandKind.NPUTRACE)
+        for pid in range(first_pid, first_pid + 4):
+            record = registry.plugin_hello(pid, 0, wire.Hello(pid=pid), b"\0t\0")
+            process = traces.stage(trace, record, "/traces/")
+            if finish:
+                traces.set_phase(trace, process, TracePhase.FINISHED)
+        return trace
+
+    running = trace_of_four(PID + 100, finish=False)  # the oldest, but still running
+    done = [trace_of_four(PID, finish=True) for _ in range(3)]  # 16 processes in all: over the bound
+    kept = [t for t in (running, *done) if traces.get(t.trace_id) is not None]
+    assert kept == [running, done[2]], "the oldest finished ones went first"
+    assert traces.active(PID + 100) is running
+
+    huge = trace_of_four(PID + 200, finish=False)
+    for pid in range(PID + 204, PID + 212):  # one trace over the bound alone: kept whole, the others go
+        traces.stage(huge, registry.plugin_hello(pid, 0, wire.Hello(pid=pid), b"\0t\0"), "/traces/")
+    assert traces.get(huge.trace_id) is huge and len(huge.processes) == 12
+    assert all(traces.get(t.trace_id) is None for t in (running, *done))
+    assert traces.active(PID + 100) is None and traces.active(PID + 211) is huge

@@ -2,7 +2,8 @@
 
 Per process a :class:`ProcessTrace` moves STAGED → (DELIVERED | READY) → RUNNING → FINISHED | FAILED; the
 store keeps the history of each phase, which process holds which active trace, and the most recent
-:data:`MAX_TRACES` traces for ``dyno trace``. How a phase is learnt depends on the client (plugin
+traces for ``dyno trace``: at most :data:`MAX_TRACES`, with at most :data:`MAX_PROCESS_ENTRIES`
+processes among them. How a phase is learnt depends on the client (plugin
 events, Kineto's polls, msMonitor's status structs): see ``clients/``.
 """
 
@@ -21,6 +22,9 @@ from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 from .registry import ProcessRecord
 
 MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
+# Processes over all kept traces: a finished one keeps ~1.1 KB (its history, files, output), so a
+# thousand traces of a thousand processes each would hold ~1.1 GiB; this bounds them to ~22 MiB.
+MAX_PROCESS_ENTRIES = 20_000
 
 
 @dataclass
@@ -85,6 +89,7 @@ class TraceStore:
     def __init__(self) -> None:
         self._traces: OrderedDict[str, Trace] = collections.OrderedDict()
         self._by_process: Dict[int, str] = {}  # host pid -> its active trace id
+        self._entries = 0  # processes over all kept traces
 
     def new(self, kind: CommandKind) -> Trace:
         # Decimal, as dynolog's REQUEST_TRACE_ID: Kineto copies it into the trace's "trace_id".
@@ -92,7 +97,8 @@ class TraceStore:
 
     def discard(self, trace: Trace) -> None:
         """Forget a trace no process took."""
-        self._traces.pop(trace.trace_id, None)
+        if self._traces.pop(trace.trace_id, None) is not None:
+            self._entries -= len(trace.processes)
 
     def get(self, trace_id: str) -> Optional[Trace]:
         return self._traces.get(trace_id)
@@ -103,17 +109,16 @@ class TraceStore:
         return self._traces.get(trace_id) if trace_id is not None else None
 
     def stage(self, trace: Trace, record: ProcessRecord, output: str) -> ProcessTrace:
-        process = trace.processes[record.host_pid] = ProcessTrace.of(record, TracePhase.STAGED)
+        process = self._add(trace, ProcessTrace.of(record, TracePhase.STAGED))
         process.current_step, process.output = record.current_step, output
         process.root = os.path.dirname(output.rstrip("/"))  # <log-file>/<host>_<pid>_…/ or <dir>/<file>
-        self._by_process[record.host_pid] = trace.trace_id
         return process
 
     def adopt(self, record: ProcessRecord, trace_id: str, phase: Optional[TracePhase]) -> Trace:
         """A trace this daemon did not stage (it restarted since): follow it from now on."""
         trace = self._traces.get(trace_id) or self._remember(Trace(trace_id, CommandKind.NPUTRACE))
-        process = trace.processes.setdefault(
-            record.host_pid, ProcessTrace(record.pid, record.host_pid, record.rank, TracePhase.READY)
+        process = trace.processes.get(record.host_pid) or self._add(
+            trace, ProcessTrace(record.pid, record.host_pid, record.rank, TracePhase.READY)
         )
         if phase is not None:
             process.phase = phase
@@ -138,17 +143,32 @@ class TraceStore:
             process.error = error
             self.set_phase(trace, process, TracePhase.FAILED)
 
+    def _add(self, trace: Trace, process: ProcessTrace) -> ProcessTrace:
+        """*process* takes part in *trace*, and holds it as its active trace."""
+        if process.host_pid not in trace.processes:
+            self._entries += 1
+        trace.processes[process.host_pid] = process
+        self._by_process[process.host_pid] = trace.trace_id
+        self._trim(trace)
+        return process
+
     def _remember(self, trace: Trace) -> Trace:
-        """Keep *trace*; beyond MAX_TRACES forget the oldest finished one (else the oldest at all)."""
         self._traces[trace.trace_id] = trace
-        while len(self._traces) > MAX_TRACES:
-            oldest = next((t for t in self._traces.values() if t.done), None) or next(
-                iter(self._traces.values())
-            )
+        self._trim(trace)
+        return trace
+
+    def _trim(self, keep: Trace) -> None:
+        """Beyond MAX_TRACES, or MAX_PROCESS_ENTRIES, forget the oldest finished trace (else the oldest
+        at all), never *keep*: the one just added to."""
+        while len(self._traces) > MAX_TRACES or self._entries > MAX_PROCESS_ENTRIES:
+            others = [t for t in self._traces.values() if t is not keep]
+            oldest = next((t for t in others if t.done), None) or next(iter(others), None)
+            if oldest is None:
+                return
             del self._traces[oldest.trace_id]
+            self._entries -= len(oldest.processes)
             for host_pid in [p for p, t in self._by_process.items() if t == oldest.trace_id]:
                 del self._by_process[host_pid]
-        return trace
 
 
 def framework_outputs(expected: str, since: float) -> List[str]:
