@@ -11,6 +11,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import select
 import socket
 import threading
@@ -27,11 +28,18 @@ MIN_HEARTBEAT_S = 0.2
 MAX_HEARTBEAT_S = 5.0
 # While no daemon answers, retry with this back-off (doubling) instead of the heartbeat.
 ABSENT_RETRY_S = (0.2, MAX_HEARTBEAT_S)
-# Messages the daemon could not take at once are retried with this back-off (doubling).
-UNSENT_RETRY_S = (0.001, 0.1)
+# Messages the daemon could not take at once (its queue full) are retried with this back-off (doubling,
+# each wait jittered). From 10 ms: a full queue does not empty in 1 ms, and a thousand processes
+# retrying every millisecond spent most of a core on refused sends in the soak.
+UNSENT_RETRY_S = (0.01, 0.1)
 
 # Errors that mean "no daemon there right now" rather than a bug.
 _ABSENT = {errno.ECONNREFUSED, errno.ENOENT, errno.EAGAIN, errno.ENOTCONN, errno.EPERM, errno.EACCES}
+
+
+def jittered(seconds: float, rng: random.Random) -> float:
+    """*seconds* ± 50 %: processes refused by one full queue do not all try again at the same instant."""
+    return seconds * rng.uniform(0.5, 1.5)
 
 
 class DaemonLink:
@@ -51,6 +59,7 @@ class DaemonLink:
         # Messages the daemon must not miss (trace outcomes), kept while it is away and resent after
         # the next registration; bounded, oldest dropped.
         self._unsent: Deque[bytes] = collections.deque(maxlen=32)
+        self._rng = random.Random()  # its own: the job's random module and its seed are not ours to draw on
         self._on_datagram = on_datagram
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who commands us
@@ -158,13 +167,13 @@ class DaemonLink:
 
     def _receive_until_next_hello(self) -> None:
         """Handle datagrams from the daemon until the next heartbeat is due or stop() is called; retry
-        waiting messages meanwhile, 1 ms apart at first, backing off to 100 ms."""
+        waiting messages meanwhile, 10 ms apart at first, backing off to 100 ms."""
         retry = UNSENT_RETRY_S[0]
         while not self._stopping:
             remaining = self._next_hello - time.monotonic()
             if remaining <= 0:
                 return
-            wait = min(remaining, retry) if self._unsent else remaining
+            wait = min(remaining, jittered(retry, self._rng)) if self._unsent else remaining
             readable, _, _ = select.select([self._sock, self._wake_r], [], [], wait)
             if self._wake_r in readable:
                 self._wake_r.recv(64)

@@ -91,7 +91,7 @@ from typing import (
 
 from msmonitor_plugin import configtext, identity, wire
 from msmonitor_plugin.agent import capabilities
-from msmonitor_plugin.link import ABSENT_RETRY_S, MAX_HEARTBEAT_S, MIN_HEARTBEAT_S, UNSENT_RETRY_S
+from msmonitor_plugin.link import ABSENT_RETRY_S, MAX_HEARTBEAT_S, MIN_HEARTBEAT_S, UNSENT_RETRY_S, jittered
 from msmonitor_plugin.monitor.aggregate import Aggregator, Row
 from msmonitor_plugin.monitor.backends import Collector
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
@@ -338,6 +338,7 @@ class Link:
         self._absent_retry = ABSENT_RETRY_S[0]
         self._unsent: Deque[bytes] = collections.deque(maxlen=32)
         self._unsent_retry = UNSENT_RETRY_S[0]
+        self._rng = random.Random()
         self.next_flush = float("inf")
         self.registrations = 0  # mm.ack after being unregistered (the first, and after refused hellos)
         self.keepalive_s = 0.0
@@ -372,7 +373,9 @@ class Link:
                 if len(self._unsent) == self._unsent.maxlen:
                     self.lost[_type_of(self._unsent[0])] += 1
                 self._unsent.append(wire.encode(msg_type, payload))
-                self.next_flush = min(self.next_flush, time.monotonic() + self._unsent_retry)
+                self.next_flush = min(
+                    self.next_flush, time.monotonic() + jittered(self._unsent_retry, self._rng)
+                )
             if threading.current_thread() is not threading.main_thread():
                 with contextlib.suppress(OSError):
                     self.wake_w.send(b"x")
@@ -417,7 +420,7 @@ class Link:
             self._unsent_retry, self.next_flush = UNSENT_RETRY_S[0], float("inf")
         elif self.registered:
             self._unsent_retry = min(self._unsent_retry * 2, UNSENT_RETRY_S[1])
-            self.next_flush = now + self._unsent_retry
+            self.next_flush = now + jittered(self._unsent_retry, self._rng)
         else:
             self.next_flush = float("inf")  # until the next mm.ack
 
