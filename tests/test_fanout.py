@@ -47,15 +47,17 @@ class Cluster:
     daemons: Dict[str, Daemon] = field(default_factory=dict)
     jobs: Dict[str, Workload] = field(default_factory=dict)
 
-    def start(self, address: str, ca: Any = None) -> Daemon:
-        """A daemon on *address* (the cluster's port) with a server certificate naming that address."""
+    def start(self, address: str, ca: Any = None, own_port: bool = False) -> Daemon:
+        """A daemon on *address* (the cluster's port, or one the OS gives it) with a server certificate
+        naming that address."""
         issuer = ca or self.ca
+        name = f"{address}-own-port" if own_port else address
         server = cf.leaf(issuer, Role.SERVER, address, hosts=(address,))
-        certs = cf.certs_dir(self.workdir / address / "server", Role.SERVER, issuer, server)
+        certs = cf.certs_dir(self.workdir / name / "server", Role.SERVER, issuer, server)
         args = ["--listen-address", address, "--certs-dir", str(certs), "--process-keepalive-s", "3"]
-        daemon = Daemon(self.workdir / address, [*args, "--port", str(self.port)]).start()
-        self.port = daemon.port
-        self.daemons[address] = daemon
+        daemon = Daemon(self.workdir / name, [*args, "--port", str(0 if own_port else self.port)]).start()
+        self.port = self.port or daemon.port
+        self.daemons[name] = daemon
         return daemon
 
     def dyno(
@@ -266,6 +268,31 @@ def test_npu_monitor_start_watch_and_stop_across_hosts(cluster: Cluster, tmp_pat
         (A, [cluster.jobs[A].pid]),
         (B, [cluster.jobs[B].pid]),
     ]
+
+
+def test_a_host_may_name_its_daemons_port(cluster: Cluster):
+    """Two daemons on one address, told apart by the port each entry names; the others use --port."""
+    other = cluster.start(C, own_port=True)
+    try:
+        answers = cluster.dyno_json("--hosts", f"{C},{C}:{other.port},{A}:{other.port}", "status")
+    finally:
+        other.cleanup()
+        del cluster.daemons[f"{C}-own-port"]
+    assert [(a["host"], a["state"], a.get("reason")) for a in answers] == [
+        (C, "effective", None),
+        (f"{C}:{other.port}", "effective", None),
+        (f"{A}:{other.port}", "unreachable", "refused"),
+    ]
+
+
+@pytest.mark.parametrize("entry", ["node1:http", "node1:0", "node1:65536", "node[1-2]:"])
+def test_a_bad_port_in_a_host_list_is_a_usage_error_naming_it(entry: str):
+    result = subprocess.run(
+        [str(BIN / "dyno"), "--hosts", entry, "status"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "the port after ':' must be a number from 1 to 65535" in result.stderr
+    assert entry.replace("[1-2]", "1") in result.stderr, result.stderr
 
 
 def test_commands_that_work_with_one_daemon_refuse_hosts(tmp_path: Path):

@@ -88,7 +88,7 @@ def gather(sources: Sequence[Tuple[Target, str]], folder: str, args: Namespace, 
 def collect(target: Target, trace_id: str, folder: str, timeout: float, quiet: bool) -> Collected:
     """One host's files of *trace_id* into *folder*. A stream that breaks names the file it broke in;
     a daemon that cannot be asked at all is a :class:`CliError`, as for any call."""
-    writer = Writer(folder, target.hostname, None if quiet else sys.stderr)
+    writer = Writer(folder, target.label, None if quiet else sys.stderr)
     with connect(target) as stub:
         stream = stub.FetchTraceFiles(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout)
         try:

@@ -60,7 +60,11 @@ def fleet(target: Target) -> List[Target]:
         from .connection import credentials
 
         credentials(one)
-    return [one._replace(hostname=name) for name in names]
+    targets = []
+    for name in names:
+        host, port = hosts.split_port(name, one.port)
+        targets.append(one._replace(hostname=host, port=port, name=name))
+    return targets
 
 
 def run(target: Target, ask: Ask, view: View) -> None:
@@ -89,10 +93,10 @@ def outcome(target: Target, ask: Ask, judge: Callable[[Any], str] = always_effec
     except CliError as exc:
         state = UNREACHABLE if exc.exit_code == EXIT_UNREACHABLE else INEFFECTIVE
         first_line = str(exc).splitlines()[0]
-        return Outcome(target.hostname, None, state, first_line, exc.reason, time.monotonic() - started)
+        return Outcome(target.label, None, state, first_line, exc.reason, time.monotonic() - started)
     why = judge(answer)
     state = INEFFECTIVE if why else EFFECTIVE
-    return Outcome(target.hostname, answer, state, why, "", time.monotonic() - started)
+    return Outcome(target.label, answer, state, why, "", time.monotonic() - started)
 
 
 def merge(*phases: Iterable[Outcome]) -> List[Outcome]:
@@ -203,7 +207,7 @@ def stream(
 def _pump(target: Target, open_stream: Callable[[Target], Iterable[Any]], events: queue.Queue[Event]) -> None:
     try:
         for item in open_stream(target):
-            events.put(Event(target.hostname, item))
-        events.put(Event(target.hostname, None, "the daemon ended the stream"))
+            events.put(Event(target.label, item))
+        events.put(Event(target.label, None, "the daemon ended the stream"))
     except CliError as exc:
-        events.put(Event(target.hostname, None, str(exc).splitlines()[0], exc.reason))
+        events.put(Event(target.label, None, str(exc).splitlines()[0], exc.reason))

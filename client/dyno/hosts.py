@@ -2,7 +2,8 @@
 file (``--hostfile``), the nodes of a Slurm job (``--slurm-job``).
 
 Hostlists are expanded by python-hostlist, the library Slurm sites use for the same syntax
-(``node[001-004,010]``, ``rack[1-2]-n[01-08]``, comma lists). A job's nodes come from Slurm itself:
+(``node[001-004,010]``, ``rack[1-2]-n[01-08]``, comma lists); a host may name its daemon's port
+(``node[01-04]:1779``), else ``--port`` is used. A job's nodes come from Slurm itself:
 ``scontrol show job`` for its node list, ``scontrol show hostnames`` to expand it.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from types import ModuleType
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from .exits import EXIT_USAGE, CliError
 
@@ -42,6 +43,17 @@ def expand(hostlist: str, where: str) -> List[str]:
             f"{where}: {hostlist!r} is not a hostlist ({exc}); write e.g. 'node[001-016]' or 'node1,node2'",
             EXIT_USAGE,
         ) from None
+
+
+def split_port(entry: str, default: int) -> Tuple[str, int]:
+    """``node01:1779`` as ``("node01", 1779)``; a host without a port gets *default* (``--port``). An IPv6
+    address takes no port here (brackets are the hostlist's ranges)."""
+    host, colon, port = entry.rpartition(":")
+    if not colon or ":" in host:
+        return entry, default
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise CliError(f"{entry!r}: the port after ':' must be a number from 1 to 65535", EXIT_USAGE)
+    return host, int(port)
 
 
 def collect(names: Sequence[str]) -> str:

@@ -54,7 +54,8 @@ GLOBAL_FLAGS = (
         "hosts",
         str,
         None,
-        "run on these hosts instead of --hostname: a Slurm hostlist, e.g. 'node[001-128]' or 'a,b'",
+        "run on these hosts instead of --hostname: a Slurm hostlist, e.g. 'node[001-128]' or 'a,b'; "
+        "a host may name its port, 'node[01-04]:1779'",
     ),
     Flag(
         "--hostfile",

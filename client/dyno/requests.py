@@ -127,7 +127,7 @@ def _wait_across(
             print(fanout.render(followed, files))
         print(fanout.summary(final), flush=True)
     seen = {o.host: o.answer.info for o in followed if o.answer is not None and o.answer.info is not None}
-    traced = [(one, seen[one.hostname].trace_id) for one in fleet if one.hostname in seen]
+    traced = [(one, seen[one.label].trace_id) for one in fleet if one.label in seen]
     missing = collect.requested(args, traced, target.json)
     fanout.verdict(final)
     if missing:
@@ -147,12 +147,12 @@ def _follow(
     started = {o.host: o.answer for o in answered if o.state == fanout.EFFECTIVE}
 
     def follow(one: Target) -> Started:
-        answer: Started = started[one.hostname]
+        answer: Started = started[one.label]
         trace_id = answer.response.trace_id
-        info = watch(one, trace_id, args.wait_timeout, quiet=target.json, label=one.hostname)
+        info = watch(one, trace_id, args.wait_timeout, quiet=target.json, label=one.label)
         return answer._replace(info=info)
 
-    return fanout.gather([one for one in fleet if one.hostname in started], follow, len(started), _judge)
+    return fanout.gather([one for one in fleet if one.label in started], follow, len(started), _judge)
 
 
 def _check_sync(request: TraceRequest) -> None:

@@ -22,6 +22,11 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     hostfile: Optional[str] = None
     slurm_job: Optional[str] = None
     parallel: int = 64  # hosts asked at once
+    name: str = ""  # one host of a fan-out as its list wrote it (``node01:1779``): how it is shown
+
+    @property
+    def label(self) -> str:
+        return self.name or self.hostname
 
     @property
     def address(self) -> str:
