@@ -54,14 +54,16 @@ class Daemon:
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
+        # Before the start: a supervisor may stop the daemon the moment it says it is ready, and the
+        # default action of SIGTERM would leave its socket file behind.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
         try:
             await self.start()
         except BaseException:
             await self.stop()  # a failed start leaves no socket file, listener or sink behind
             raise
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopping.set)
         try:
             await self._stopping.wait()
         finally:
