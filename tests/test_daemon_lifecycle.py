@@ -227,3 +227,20 @@ def test_a_folder_it_cannot_write_stops_the_start_saying_why(tmp_path: Path, fla
     result = subprocess.run(daemon.command(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert message.format(file=in_the_way) in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("flags", [["--logtostderr"], []])
+def test_logtostderr_puts_the_log_on_stderr_as_well_as_in_the_file(tmp_path: Path, flags):
+    """For a container's log (kubectl logs) and journald; without it and without a terminal, the file only.
+    Stopped the moment it is ready, the daemon still stops cleanly (exit 0)."""
+    daemon = Daemon(tmp_path, flags)
+    with open(tmp_path / "stderr", "w") as stderr:
+        proc = subprocess.Popen(daemon.command(), stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        read_line_until(proc, "dynolog ready")
+    finally:
+        assert stop_process(proc) == 0
+        daemon.cleanup()
+    assert "serving gRPC" in daemon.log_file.read_text()
+    logged = (tmp_path / "stderr").read_text()
+    assert ("serving gRPC" in logged and "dynolog stopped" in logged) == bool(flags), logged

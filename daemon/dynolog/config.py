@@ -29,7 +29,6 @@ IGNORED_UPSTREAM_FLAGS = (
     "use_ODS",
     "use_scuba",
     "use_fbrelay",
-    "logtostderr",
 )
 
 
@@ -107,6 +106,11 @@ class DaemonConfig:
     )
     log_file: Optional[Path] = flag(
         None, "rotating log (default /var/log/dynolog.log or XDG state)", type=Path
+    )
+    logtostderr: bool = flag(
+        False,
+        "log to stderr as well as to the file (a container's log, journald); "
+        "on by itself when stderr is a terminal",
     )
     log_level: str = flag(
         "INFO", "log level (default INFO)", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper

@@ -246,7 +246,7 @@ def _is_loopback(address: str) -> bool:
 
 def run(config: DaemonConfig) -> int:
     try:
-        logs.configure(config.log_file or Path(), config.log_level)
+        on_stderr = logs.configure(config.log_file or Path(), config.log_level, config.logtostderr)
     except OSError as exc:
         print(f"dynolog: cannot write the log file {config.log_file}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -255,7 +255,8 @@ def run(config: DaemonConfig) -> int:
     except StartupError as exc:
         for line in str(exc).splitlines():  # certificate problems come one per line
             log.error("%s", line)
-            print(f"dynolog: {line}", file=sys.stderr)
+            if not on_stderr:
+                print(f"dynolog: {line}", file=sys.stderr)
         return 1
     finally:
         logs.shutdown()
