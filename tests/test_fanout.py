@@ -9,7 +9,8 @@ The hosts, by role:
 * ``FOREIGN``: a daemon whose certificate another CA issued (TLS refuses it);
 * ``SLOW1``, ``SLOW2``: daemons a test stops with SIGSTOP (the kernel still accepts connections; nothing
   answers), and resumes;
-* ``DOWN``: an address nothing listens on (connection refused).
+* ``DOWN``: an address nothing listens on (connection refused);
+* ``EXTRA``: a daemon with a training process, restarted while a watch runs.
 
 Every daemon listens on the port the first one got from the OS.
 """
@@ -34,7 +35,7 @@ from harness import BIN, Daemon, Workload, read_line_until, stop_process, wait_u
 
 pytestmark = pytest.mark.torch
 
-A, B, C, FOREIGN, SLOW1, SLOW2, DOWN = (f"127.0.0.{i}" for i in range(2, 9))
+A, B, C, FOREIGN, SLOW1, SLOW2, DOWN, EXTRA = (f"127.0.0.{i}" for i in range(2, 10))
 SLURM_STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "slurm"
 
 
@@ -250,14 +251,21 @@ def test_npu_monitor_start_watch_and_stop_across_hosts(cluster: Cluster, tmp_pat
         finally:
             stop_process(streaming, signal.SIGINT)
 
-        extra = cluster.start("127.0.0.9")  # a host that drops out while watched
-        live = watch(cluster, "--hosts", f"{A},{B},127.0.0.9", "npu-monitor", "--watch")
+        extra = cluster.start(EXTRA)  # a host whose daemon restarts while watched
+        cluster.train(EXTRA, 2)
+        started = cluster.dyno(
+            "--hostname", EXTRA, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1"
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        live = watch(cluster, "--hosts", f"{A},{B},{EXTRA}", "npu-monitor", "--watch")
         try:
-            read_line_until(live, "npu-monitor — 2 process(es) on 3 of 3 host(s)", timeout=60)
+            read_line_until(live, "npu-monitor — 3 process(es) on 3 of 3 host(s)", timeout=60)
             extra.stop()
-            read_line_until(live, "127.0.0.9: dropped out at ", timeout=60)
-            header = read_line_until(live, "npu-monitor — ", timeout=60)
-            assert "on 2 of 3 host(s)" in header
+            dropped = read_line_until(live, f"{EXTRA}: dropped out at ", timeout=60)
+            assert "trying again in 1 s" in dropped, dropped
+            assert "on 2 of 3 host(s)" in read_line_until(live, "npu-monitor — ", timeout=60)
+            extra.start()  # the job registers again and reports on; the watch opens the stream again
+            read_line_until(live, "npu-monitor — 3 process(es) on 3 of 3 host(s)", timeout=90)
         finally:
             stop_process(live, signal.SIGINT)
     finally:

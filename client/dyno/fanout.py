@@ -183,6 +183,10 @@ class Event(NamedTuple):
     item: Any = None
     why: str = ""
     reason: str = ""
+    retry_s: float = 0.0  # (item None) when the stream is opened again
+
+
+RECONNECT_S = (1.0, 30.0)  # a stream that ended is opened again after this, doubling while it fails
 
 
 def stream(
@@ -191,23 +195,28 @@ def stream(
     """Every host's stream merged: batches of what arrived since the last batch, so a consumer that is
     slower than the streams (a redraw) falls behind by one batch, not by a backlog. Each stream runs
     on a thread of its own: a stream is held open for its whole life, and --parallel bounds calls in
-    flight, not these. Ends when every stream has ended."""
+    flight, not these. A stream that ends (a daemon restarted, a network blip) is an event (item None)
+    and is opened again; the merge runs until its consumer stops."""
     events: queue.Queue[Event] = queue.Queue()
     for target in targets:
         threading.Thread(target=_pump, args=(target, open_stream, events), daemon=True).start()
-    live = len(targets)
-    while live:
+    while True:
         batch = [events.get()]
         while not events.empty():
             batch.append(events.get_nowait())
-        live -= sum(event.item is None for event in batch)
         yield batch
 
 
 def _pump(target: Target, open_stream: Callable[[Target], Iterable[Any]], events: queue.Queue[Event]) -> None:
-    try:
-        for item in open_stream(target):
-            events.put(Event(target.label, item))
-        events.put(Event(target.label, None, "the daemon ended the stream"))
-    except CliError as exc:
-        events.put(Event(target.label, None, str(exc).splitlines()[0], exc.reason))
+    retry = RECONNECT_S[0]
+    while True:
+        try:
+            for item in open_stream(target):
+                retry = RECONNECT_S[0]
+                events.put(Event(target.label, item))
+            why, reason = "the daemon ended the stream", ""
+        except CliError as exc:
+            why, reason = str(exc).splitlines()[0], exc.reason
+        events.put(Event(target.label, None, why, reason, retry))
+        time.sleep(retry)  # a daemon thread: leaving the watch ends it
+        retry = min(retry * 2, RECONNECT_S[1])

@@ -246,7 +246,8 @@ def _watch(target: Target, targets: pb.Targets) -> None:
 def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) -> None:
     """One live view merged from every host's stream: the latest report of each process of each host,
     named by the host as given (several daemons may share a machine name); a host whose stream ended
-    is marked, with when and why. JSON Lines: each report with its ``host``, and a line per drop-out."""
+    is marked, with when and why, until its stream is open again and reports come. JSON Lines: each
+    report with its ``host``, and a line per drop-out."""
     from dynoproto import dynolog_pb2 as pb
 
     from .. import fanout
@@ -274,20 +275,27 @@ def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) 
 
 
 class _Board:
-    """What the merged watch shows: each process's latest report, and the hosts that dropped out."""
+    """What the merged watch shows: each process's latest report, and the hosts dropped out (until their
+    reports come again)."""
 
     def __init__(self, hosts: int) -> None:
         self.hosts = hosts
         self.latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
         self.gone: Dict[str, str] = {}  # host -> when and why it dropped out
+        self._since: Dict[str, str] = {}  # host -> when it dropped out (its retries do not move it)
 
     def take(self, event: fanout.Event) -> None:
         if event.item is not None:
             self.latest[(event.host, event.item.pid)] = event.item
+            self.gone.pop(event.host, None)
+            self._since.pop(event.host, None)
             return
         state = f"unreachable ({event.reason})" if event.reason else "ended"
-        stamp = time.strftime("%H:%M:%S")
-        self.gone[event.host] = f"{event.host}: dropped out at {stamp}, {state}: {event.why}"
+        stamp = self._since.setdefault(event.host, time.strftime("%H:%M:%S"))
+        self.gone[event.host] = (
+            f"{event.host}: dropped out at {stamp}, {state}: {event.why}; "
+            f"trying again in {event.retry_s:.0f} s"
+        )
 
     def text(self) -> str:
         reports = [(host, report) for (host, _), report in self.latest.items()]
@@ -297,7 +305,7 @@ class _Board:
 def _event_json(event: fanout.Event) -> Dict[str, Any]:
     if event.item is not None:
         return {"host": event.host, **as_dict(event.item)}
-    return {"host": event.host, "dropped": event.why, "reason": event.reason}
+    return {"host": event.host, "dropped": event.why, "reason": event.reason, "retry_s": event.retry_s}
 
 
 def render(
