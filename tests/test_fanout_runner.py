@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import threading
-from typing import Iterator, List
+from typing import Counter, Iterator, List
 
 import pytest
 
@@ -114,26 +116,33 @@ def test_later_phases_replace_a_hosts_outcome_and_keep_its_place():
     ]
 
 
-def test_streams_merge_and_a_host_whose_stream_ends_says_why():
-    release = threading.Event()
+def test_streams_merge_and_one_that_ends_says_why_and_is_opened_again(monkeypatch):
+    monkeypatch.setattr(fanout, "RECONNECT_S", (0.01, 0.04))
+    opened: Counter[str] = collections.Counter()
 
     def open_stream(target: Target) -> Iterator[str]:
-        if target.hostname == "gone":
+        opened[target.hostname] += 1
+        if target.hostname == "gone" and opened["gone"] <= 2:
             raise CliError("cannot reach dynolog at gone:1778: refused", EXIT_UNREACHABLE, "refused")
-        yield f"{target.hostname}-1"
-        release.wait(10)
-        yield f"{target.hostname}-2"
+        yield f"{target.hostname}-{opened[target.hostname]}"  # one item each time, then the stream ends
 
+    threads = threading.active_count()
     seen: List[fanout.Event] = []
-    for batch in fanout.stream(fleet("a", "gone", "b"), open_stream):
-        seen += batch
-        if sum(e.item is not None for e in seen) == 2:
-            release.set()
-    items = sorted(e.item for e in seen if e.item is not None)
-    assert items == ["a-1", "a-2", "b-1", "b-2"]
-    ends = {e.host: (e.why, e.reason) for e in seen if e.item is None}
-    assert ends == {
-        "gone": ("cannot reach dynolog at gone:1778: refused", "refused"),
-        "a": ("the daemon ended the stream", ""),
-        "b": ("the daemon ended the stream", ""),
+    with contextlib.closing(fanout.stream(fleet("a", "gone", "b"), open_stream)) as batches:
+        for batch in batches:
+            seen += batch
+            if {"a-2", "b-2", "gone-3"} <= {e.item for e in seen}:
+                break
+    ends = [(e.host, e.why, e.reason, e.retry_s) for e in seen if e.item is None]
+    refused = ("cannot reach dynolog at gone:1778: refused", "refused")
+    # While it fails the wait doubles; a stream that gave something is opened again after the first wait.
+    assert [end for end in ends if end[0] == "gone"][:2] == [
+        ("gone", *refused, 0.01),
+        ("gone", *refused, 0.02),
+    ]
+    assert {end for end in ends if end[0] != "gone"} == {
+        ("a", "the daemon ended the stream", "", 0.01),
+        ("b", "the daemon ended the stream", "", 0.01),
     }
+    # Closed: no stream is opened again, and every stream's thread ends.
+    wait_until(lambda: threading.active_count() == threads, what="the streams' threads to end")

@@ -237,3 +237,9 @@ def test_a_lost_push_is_pushed_again_at_each_heartbeat_until_answered(daemon):
 
         peer.heartbeat()  # answered: nothing more to push
         assert peer.nothing_queued()
+        # The monitor stopping by itself (its DURATION) answers no command: nothing to match, all taken.
+        peer.send(
+            wire.MONITOR, wire.MonitorEvent(command_id="", state="idle", reason="duration").to_payload()
+        )
+        wait_until(lambda: monitor_state(daemon, os.getpid()) == "MONITOR_STATE_IDLE", what="the stop")
+        assert daemon.dyno_json("status")["ipc"]["malformed"] == 0

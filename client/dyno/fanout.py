@@ -196,20 +196,29 @@ def stream(
     slower than the streams (a redraw) falls behind by one batch, not by a backlog. Each stream runs
     on a thread of its own: a stream is held open for its whole life, and --parallel bounds calls in
     flight, not these. A stream that ends (a daemon restarted, a network blip) is an event (item None)
-    and is opened again; the merge runs until its consumer stops."""
+    and is opened again; the merge runs until its consumer closes it (no stream is opened again then)."""
     events: queue.Queue[Event] = queue.Queue()
+    closed = threading.Event()
     for target in targets:
-        threading.Thread(target=_pump, args=(target, open_stream, events), daemon=True).start()
-    while True:
-        batch = [events.get()]
-        while not events.empty():
-            batch.append(events.get_nowait())
-        yield batch
+        threading.Thread(target=_pump, args=(target, open_stream, events, closed), daemon=True).start()
+    try:
+        while True:
+            batch = [events.get()]
+            while not events.empty():
+                batch.append(events.get_nowait())
+            yield batch
+    finally:
+        closed.set()
 
 
-def _pump(target: Target, open_stream: Callable[[Target], Iterable[Any]], events: queue.Queue[Event]) -> None:
+def _pump(
+    target: Target,
+    open_stream: Callable[[Target], Iterable[Any]],
+    events: queue.Queue[Event],
+    closed: threading.Event,
+) -> None:
     retry = RECONNECT_S[0]
-    while True:
+    while not closed.is_set():
         try:
             for item in open_stream(target):
                 retry = RECONNECT_S[0]
@@ -218,5 +227,5 @@ def _pump(target: Target, open_stream: Callable[[Target], Iterable[Any]], events
         except CliError as exc:
             why, reason = str(exc).splitlines()[0], exc.reason
         events.put(Event(target.label, None, why, reason, retry))
-        time.sleep(retry)  # a daemon thread: leaving the watch ends it
+        closed.wait(retry)
         retry = min(retry * 2, RECONNECT_S[1])

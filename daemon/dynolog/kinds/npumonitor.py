@@ -121,7 +121,8 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         record.monitor_state = MonitorState.RUNNING if running else MonitorState.IDLE
         if event.reason:
             log.info("monitor of process %d stopped: %s", record.host_pid, event.reason)
-        if self._unanswered.get(record.host_pid, ("",))[0] == event.command_id:
+        unanswered = self._unanswered.get(record.host_pid)
+        if unanswered is not None and unanswered[0] == event.command_id:
             del self._unanswered[record.host_pid]
         answers = self._answers.get(event.command_id)
         if answers is not None:
