@@ -35,12 +35,6 @@ class Rule:
     noise_k: float = 3.0  # and a slow interval must exceed the median by this many (scaled) MADs
 
 
-def middle(ordered: Sequence[float]) -> float:
-    """The median of values already sorted (statistics.median sorts them again)."""
-    n = len(ordered)
-    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
-
-
 class Reference(NamedTuple):
     """What a value is compared with: a median, its spread, and the window's upper tail. A tuple: one is
     made for every judged name every few reports."""
@@ -53,7 +47,7 @@ class Reference(NamedTuple):
     def of(cls, values: Sequence[float]) -> Reference:
         ordered = sorted(values)
         n = len(ordered)
-        center = middle(ordered)
+        center = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2  # the median, without sorting again
         # The MAD from the quartiles (half the interquartile range: exact for symmetric noise), one sort
         # instead of two: this runs for every judged name every few reports.
         upper = (3 * (n - 1)) // 4
