@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from dynolog import traces as traces_module
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
@@ -57,3 +59,20 @@ def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(mo
     assert traces.get(huge.trace_id) is huge and len(huge.processes) == 12
     assert all(traces.get(t.trace_id) is None for t in (running, *done))
     assert traces.active(PID + 100) is None and traces.active(PID + 211) is huge
+
+
+def test_a_trace_reported_after_the_hello_is_awaited_and_an_unreported_one_is_given_up():
+    async def scenario():
+        registry, traces = Registry(60.0), TraceStore()
+        plugin = PluginClient(traces, Delivery())
+        record = registry.plugin_hello(PID, 0, wire.Hello(pid=PID, capabilities=["push"]), b"\0t\0")
+        waiting = asyncio.ensure_future(traces.learnt("42", timeout=60.0))
+        await asyncio.sleep(0)  # let it wait: the event comes after, as a restarted daemon sees it
+        plugin.event(record, wire.TraceEvent(trace_id="42", phase=TracePhase.FINISHED))
+        learnt = await asyncio.wait_for(waiting, 5.0)
+        never = await traces.learnt("43", timeout=0.05)
+        return learnt, never
+
+    learnt, never = asyncio.run(scenario())
+    assert learnt is not None and learnt.processes[PID].phase is TracePhase.FINISHED
+    assert never is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import secrets
 import time
@@ -90,6 +91,7 @@ class TraceStore:
         self._traces: OrderedDict[str, Trace] = collections.OrderedDict()
         self._by_process: Dict[int, str] = {}  # host pid -> its active trace id
         self._entries = 0  # processes over all kept traces
+        self._grew = asyncio.Event()  # set (and replaced) when a trace is added
 
     def new(self, kind: CommandKind) -> Trace:
         # Decimal, as dynolog's REQUEST_TRACE_ID: Kineto copies it into the trace's "trace_id".
@@ -101,6 +103,16 @@ class TraceStore:
             self._entries -= len(trace.processes)
 
     def get(self, trace_id: str) -> Optional[Trace]:
+        return self._traces.get(trace_id)
+
+    async def learnt(self, trace_id: str, timeout: float) -> Optional[Trace]:
+        """*trace_id* once this daemon knows it (a process may report it any moment), or None after
+        *timeout* seconds."""
+        deadline = time.monotonic() + timeout
+        while trace_id not in self._traces and time.monotonic() < deadline:
+            grew = self._grew
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(grew.wait(), deadline - time.monotonic())
         return self._traces.get(trace_id)
 
     def active(self, host_pid: int) -> Optional[Trace]:
@@ -155,6 +167,8 @@ class TraceStore:
     def _remember(self, trace: Trace) -> Trace:
         self._traces[trace.trace_id] = trace
         self._trim(trace)
+        self._grew.set()
+        self._grew = asyncio.Event()
         return trace
 
     def _trim(self, keep: Trace) -> None:

@@ -33,6 +33,9 @@ from .store import DAY_S, IncidentStore
 log = logging.getLogger("dynolog.incidents")
 
 TRACE_WAIT_S = 600.0  # a trace of a few steps; a process that stops stepping is resumed after this
+# A trace that ended while no daemon listened is reported by the process's events, which it sends once
+# its hello is answered: moments later, seconds on a loaded node.
+REPORT_AFTER_HELLO_S = 10.0
 
 
 def rate_limit(store: IncidentStore, incident: Incident, rule: pb.AutoTrace, now: float) -> Optional[str]:
@@ -69,17 +72,23 @@ class AutoTracer:
 
     async def recover(self, incident: Incident) -> None:
         """After a daemon restart that cut *incident*'s auto-trace short, its process is back: the trace
-        the plugin went on with (the daemon adopted it from the process's hello), then the resume."""
+        the plugin went on with (adopted from the process's hello, or from the events that follow it if
+        the trace ended while no daemon listened), then the resume."""
         await self._then_resume(
             incident, self._adopted(incident), "npu-monitor resumed after a daemon restart"
         )
 
     async def _adopted(self, incident: Incident) -> None:
-        trace = self.traces.get(incident.trace_id) if incident.trace_id else None
-        if trace is not None:
-            await self._finish(incident, trace)
-        elif incident.action == TRACING:
-            self._done(incident, "not traced: the daemon restarted before the trace began")
+        if incident.action != TRACING:  # the outcome was recorded before the restart: only the resume is left
+            return
+        if not incident.trace_id:
+            return self._done(incident, "not traced: the daemon restarted before the trace began")
+        # Adopted from the hello if the trace still runs; else from the events that follow it.
+        trace = await self.traces.learnt(incident.trace_id, REPORT_AFTER_HELLO_S)
+        if trace is None:
+            why = f"the process did not report trace {incident.trace_id} after the daemon restarted"
+            return self._done(incident, f"not traced: {why}")
+        await self._finish(incident, trace)
 
     async def _then_resume(self, incident: Incident, work: Awaitable[None], what: str) -> None:
         """*work*, then the resume whatever happened in it: the process is never left with neither —
