@@ -191,10 +191,11 @@ def test_a_controller_that_stops_answering_loses_its_hold(daemon, start_workload
         wait_until(
             lambda: not (daemon.process(job.pid) or {}).get("held_by"), timeout=15, what="the hold to end"
         )
-        (directory,) = tmp_path.glob("PROF_*")
-        wait_until(
-            lambda: (directory / "info.json").exists(), what="the window it left collecting to be written"
+        # The window's folder is made as it is written, after the hold ends.
+        written = wait_until(
+            lambda: list(tmp_path.glob("PROF_*/info.json")), what="the window left collecting to be written"
         )
+        assert len(written) == 1, written
     finally:
         frozen.proc.send_signal(signal.SIGCONT)
 
