@@ -112,9 +112,16 @@ def test_a_slower_operator_is_traced_and_monitoring_resumes(daemon, start_worklo
     assert incident["pid"] == job.pid and incident["current_ns"] > 1.5 * incident["baseline_ns"]
 
     done = wait_until(
-        lambda: next((i for i in incidents(daemon) if i["action"].startswith("traced")), None),
+        lambda: next(
+            (
+                i
+                for i in incidents(daemon)
+                if i["action"].startswith("traced") and "resumed" in i["timeline"][-1]["what"]
+            ),
+            None,
+        ),
         60,
-        "the trace",
+        "the trace and the resume",
     )
     trace = daemon.dyno_json("trace", done["trace_id"])["processes"][0]
     assert trace["start_step"] >= slow_from and trace["stop_step"] - trace["start_step"] == 2
@@ -190,7 +197,8 @@ def test_a_trace_that_ends_while_the_daemon_is_away_is_recorded_and_the_monitor_
 ):
     slow_file = tmp_path / "slow"
     job = start_job(daemon, start_workload, slow_file)
-    monitor(daemon, "slowdown=50%,for=2,iterations=20,cooldown=0s,max=5/day", job.pid)
+    # 200 steps (seconds): the trace still runs when the poll below sees it begin and stops the daemon.
+    monitor(daemon, "slowdown=50%,for=2,iterations=200,cooldown=0s,max=5/day", job.pid)
     wait_until(lambda: len(reports(daemon, job.pid)) >= 5, 30, "a baseline of reports")
     slow_file.touch()
     tracing = wait_until(
@@ -217,6 +225,6 @@ def test_a_trace_that_ends_while_the_daemon_is_away_is_recorded_and_the_monitor_
     assert incident["timeline"][-1]["what"] == "npu-monitor resumed after a daemon restart", incident
     assert incident["action"].startswith("traced"), incident["action"]
     assert any(f.endswith("/summary.txt") for f in incident["trace_files"]), incident
-    assert daemon.process(job.pid)["monitor_state"] == "MONITOR_STATE_RUNNING"
     before = len(reports(daemon, job.pid))
     wait_until(lambda: len(reports(daemon, job.pid)) >= before + 2, 60, "reports after the resume")
+    assert daemon.process(job.pid)["monitor_state"] == "MONITOR_STATE_RUNNING"
