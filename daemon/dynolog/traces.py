@@ -16,7 +16,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, OrderedDict, Set, Tuple
+from typing import Callable, Dict, List, Optional, OrderedDict, Set, Tuple
 
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
@@ -108,11 +108,7 @@ class TraceStore:
     async def learnt(self, trace_id: str, timeout: float) -> Optional[Trace]:
         """*trace_id* once this daemon knows it (a process may report it any moment), or None after
         *timeout* seconds."""
-        deadline = time.monotonic() + timeout
-        while trace_id not in self._traces and time.monotonic() < deadline:
-            grew = self._grew
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(grew.wait(), deadline - time.monotonic())
+        await until(lambda: trace_id in self._traces, lambda: self._grew, timeout)
         return self._traces.get(trace_id)
 
     def active(self, host_pid: int) -> Optional[Trace]:
@@ -183,6 +179,15 @@ class TraceStore:
             self._entries -= len(oldest.processes)
             for host_pid in [p for p, t in self._by_process.items() if t == oldest.trace_id]:
                 del self._by_process[host_pid]
+
+
+async def until(condition: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout: float) -> None:
+    """Until *condition* holds or *timeout* seconds pass, woken by the event *changed* returns (replaced
+    each time it is set)."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(changed().wait(), deadline - time.monotonic())
 
 
 def framework_outputs(expected: str, since: float) -> List[str]:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Optional
@@ -26,7 +24,7 @@ from dynoproto import dynolog_pb2 as pb
 from ..commands import CommandPipeline, CommandResult
 from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
-from ..traces import Trace, TraceStore
+from ..traces import Trace, TraceStore, until
 from .incident import RATE_LIMITED, TRACING, Incident
 from .store import DAY_S, IncidentStore
 
@@ -130,7 +128,7 @@ class AutoTracer:
 
     async def _finish(self, incident: Incident, trace: Trace) -> None:
         """Waits for *trace*, and records its outcome and files."""
-        await _until_done(trace, TRACE_WAIT_S)
+        await until(lambda: trace.done, lambda: trace.updated, TRACE_WAIT_S)
         process = trace.processes.get(incident.host_pid)
         if process is None or not process.phase.final:
             return self._done(incident, f"trace {trace.trace_id} not done after {TRACE_WAIT_S:g} s")
@@ -149,14 +147,6 @@ class AutoTracer:
         incident.action = action
         log.info("incident %d: %s", incident.id, action)
         self._step(incident, action)
-
-
-async def _until_done(trace: Trace, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not trace.done and time.monotonic() < deadline:
-        updated = trace.updated
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(updated.wait(), deadline - time.monotonic())
 
 
 def _why(result: CommandResult) -> str:
