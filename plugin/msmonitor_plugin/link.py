@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Deque, Optional
+from typing import Callable, Deque, Optional, Tuple
 
 from . import wire
 
@@ -26,7 +26,8 @@ log = logging.getLogger("msmonitor_plugin")
 # Heartbeat bounds: never chattier than 5/s, never quieter than the daemon's keep-alive allows.
 MIN_HEARTBEAT_S = 0.2
 MAX_HEARTBEAT_S = 5.0
-# While no daemon answers, retry with this back-off (doubling) instead of the heartbeat.
+# While no daemon answers, retry with this back-off (doubling, each wait jittered) instead of the
+# heartbeat: the processes of a node whose daemon restarts do not all register again at one instant.
 ABSENT_RETRY_S = (0.2, MAX_HEARTBEAT_S)
 # Messages the daemon could not take at once (its queue full) are retried with this back-off (doubling,
 # each wait jittered). From 10 ms: a full queue does not empty in 1 ms, and a thousand processes
@@ -42,6 +43,34 @@ def jittered(seconds: float, rng: random.Random) -> float:
     return seconds * rng.uniform(0.5, 1.5)
 
 
+class Backoff:
+    """Waits that double from *bounds*' first to its last after each failure, each one :func:`jittered`
+    from *rng* (the caller's own Random: never the job's ``random`` module, whose seed is the job's)."""
+
+    def __init__(self, bounds: Tuple[float, float], rng: random.Random) -> None:
+        self.first, self.most = bounds
+        self.seconds = self.first  # the wait before jitter
+        self._rng = rng
+
+    def wait(self) -> float:
+        """The wait before the next try, jittered."""
+        return jittered(self.seconds, self._rng)
+
+    def failed(self) -> None:
+        """The try failed: the next wait doubles (up to the bound)."""
+        self.seconds = min(self.seconds * 2, self.most)
+
+    def next(self) -> float:
+        """:meth:`wait`, then :meth:`failed`: the wait after a failure, the one after it doubled."""
+        wait = self.wait()
+        self.failed()
+        return wait
+
+    def reset(self) -> None:
+        """A try succeeded: back to the first wait."""
+        self.seconds = self.first
+
+
 class DaemonLink:
     """Owns the plugin's datagram socket and the thread that talks to the daemon through it."""
 
@@ -50,6 +79,7 @@ class DaemonLink:
         socket_dir: str,
         make_hello: Callable[[], wire.Hello],
         on_datagram: Optional[Callable[[wire.Datagram], None]] = None,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self.daemon = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
         self.address = wire.endpoint_address(f"msmonitor-{os.getpid()}-{uuid.uuid4().hex[:12]}", socket_dir)
@@ -59,7 +89,8 @@ class DaemonLink:
         # Messages the daemon must not miss (trace outcomes), kept while it is away and resent after
         # the next registration; bounded, oldest dropped.
         self._unsent: Deque[bytes] = collections.deque(maxlen=32)
-        self._rng = random.Random()  # its own: the job's random module and its seed are not ours to draw on
+        # Its own (or the caller's, seeded by a test): the job's random module and its seed are not ours.
+        self._rng = rng if rng is not None else random.Random()
         self._on_datagram = on_datagram
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who commands us
@@ -148,16 +179,16 @@ class DaemonLink:
                 self.close()
 
     def _serve(self) -> None:
-        retry = ABSENT_RETRY_S[0]
+        absent = Backoff(ABSENT_RETRY_S, self._rng)
         while not self._stopping:
             try:
                 delivered = self.send(wire.HELLO, self._make_hello().to_payload())
                 if delivered:
-                    retry = ABSENT_RETRY_S[0]
+                    absent.reset()
                     wait = self.heartbeat_s
                 else:
                     self.registered.clear()
-                    wait, retry = retry, min(retry * 2, ABSENT_RETRY_S[1])
+                    wait = absent.next()
                 self._next_hello = time.monotonic() + wait
                 self._receive_until_next_hello()
             except Exception:  # the thread must survive anything; the process must never notice
@@ -168,21 +199,21 @@ class DaemonLink:
     def _receive_until_next_hello(self) -> None:
         """Handle datagrams from the daemon until the next heartbeat is due or stop() is called; retry
         waiting messages meanwhile, 10 ms apart at first, backing off to 100 ms."""
-        retry = UNSENT_RETRY_S[0]
+        unsent = Backoff(UNSENT_RETRY_S, self._rng)
         while not self._stopping:
             remaining = self._next_hello - time.monotonic()
             if remaining <= 0:
                 return
-            wait = min(remaining, jittered(retry, self._rng)) if self._unsent else remaining
+            wait = min(remaining, unsent.wait()) if self._unsent else remaining
             readable, _, _ = select.select([self._sock, self._wake_r], [], [], wait)
             if self._wake_r in readable:
                 self._wake_r.recv(64)
             if self._sock in readable:
                 self._drain()
             if self._unsent and not self._flush_unsent():
-                retry = min(retry * 2, UNSENT_RETRY_S[1])
+                unsent.failed()
             else:
-                retry = UNSENT_RETRY_S[0]
+                unsent.reset()
 
     def _drain(self) -> None:
         while True:

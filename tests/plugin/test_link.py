@@ -2,6 +2,7 @@
 
 import logging
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -9,9 +10,11 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from msmonitor_plugin import identity, wire
-from msmonitor_plugin.link import MAX_HEARTBEAT_S, DaemonLink
+from msmonitor_plugin import link as link_module
+from msmonitor_plugin.link import ABSENT_RETRY_S, MAX_HEARTBEAT_S, DaemonLink
 
 
 class FakeDaemonSocket:
@@ -118,6 +121,29 @@ class LinkTest(unittest.TestCase):
         link.stop()
         thread.join(10)
         self.assertFalse(thread.is_alive())
+
+    def test_no_daemon_back_off_doubles_and_each_wait_is_jittered_from_the_links_own_random(self):
+        # Not jittered, the processes of a node whose daemon is away would all try again at one instant.
+        link = DaemonLink(self.dir.name, lambda: identity.hello(0, []), rng=random.Random(7))
+        self.addCleanup(link.close)
+        clock = mock.Mock(monotonic=mock.Mock(return_value=100.0))  # the link's clock, stood still
+        waits = []
+
+        def instead_of_waiting():  # the link thread's wait, recorded: when the next hello is due
+            waits.append(link._next_hello - 100.0)
+            link._stopping = len(waits) == 7
+
+        link._receive_until_next_hello = instead_of_waiting
+        random.seed(1)
+        jobs_random = random.getstate()
+        with mock.patch.object(link_module, "time", clock):
+            link._serve()  # on this thread; every hello is refused (no daemon socket in the folder)
+        self.assertEqual(random.getstate(), jobs_random, "the job's random module is not drawn on")
+        same_seed, expected, seconds = random.Random(7), [], ABSENT_RETRY_S[0]
+        for _ in range(7):
+            expected.append(seconds * same_seed.uniform(0.5, 1.5))
+            seconds = min(seconds * 2, ABSENT_RETRY_S[1])
+        self.assertEqual([round(w, 9) for w in waits], [round(e, 9) for e in expected])
 
     def test_stop_wakes_a_link_waiting_for_its_next_heartbeat(self):
         daemon = FakeDaemonSocket(self.dir.name)
