@@ -11,7 +11,8 @@ which the top 10 per kind are reported — ~5 KB of JSON, one chunk. The phases,
 * **1 s interval, synchronized**: one report per process per second, all at the same instant, as when
   one ``dyno npu-monitor --npu-monitor-start`` started every process's interval timer. Sends are
   non-blocking, as the plugin's are; a send the kernel refuses (``EAGAIN``: the daemon's socket holds
-  ``net.unix.max_dgram_qlen`` datagrams) is counted and retried every 1 ms. The daemon's CPU over the
+  ``net.unix.max_dgram_qlen`` datagrams) is counted and retried as the plugin retries it (its own
+  ``link.Backoff``: from 10 ms, doubling to 100 ms, each wait jittered). The daemon's CPU over the
   window (utime+stime from ``/proc/<pid>/stat``, cross-checked with ``schedstat``), and its memory.
 * **1 s interval, spread**: the same, each process at its own phase of the second.
 * **flood**: every process sends reports back to back (blocking sends) for a few seconds: the reports
@@ -69,6 +70,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from _bench import Daemon, Figure, cpu_schedstat_s, cpu_seconds, proc_status, report, running_daemon
 from msmonitor_plugin import wire
+from msmonitor_plugin.link import UNSENT_RETRY_S, Backoff
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import Report
@@ -80,8 +82,7 @@ JOB_ID = 4242
 SEQ_MARK = 987654321  # stands for the sequence number in the pre-encoded chunks
 PROBE_SEQ = 2_000_000_000  # reports the benchmark process itself sends, to sync with the watcher
 SEND_TIMEOUT_S = 5.0  # a blocking (flood) send that waits this long is counted as a timeout
-RETRY_S = 0.001  # a refused non-blocking send is tried again this much later …
-GIVE_UP_S = 1.0  # … for at most this long (then counted as a timeout)
+GIVE_UP_S = 1.0  # a refused non-blocking send is retried (as the plugin does) for at most this long
 STATUS_TIMEOUT_S = 60.0  # a GetStatus during a flood with sinks takes ~12 s
 
 # Phases, set by the benchmark process in a shared integer that every sender polls.
@@ -194,20 +195,25 @@ class Counts:
     timeouts: int = 0  # datagrams given up on (never sent)
 
 
-def _send_paced(sock: socket.socket, daemon: str, datagrams: List[bytes], c: Counts, due: float) -> None:
-    """Non-blocking, as the plugin sends; a refused datagram is retried every RETRY_S up to GIVE_UP_S."""
+def _send_paced(
+    sock: socket.socket, daemon: str, datagrams: List[bytes], c: Counts, due: float, backoff: Backoff
+) -> None:
+    """Non-blocking, as the plugin sends; a refused datagram is retried after the plugin's own back-off
+    (*backoff*: UNSENT_RETRY_S, doubling, jittered) up to GIVE_UP_S after *due*."""
     for data in datagrams:
         while True:
             try:
                 sock.sendto(data, daemon)
                 c.datagrams += 1
+                backoff.reset()
                 break
             except OSError as exc:
                 if exc.errno != errno.EAGAIN or time.monotonic() - due > GIVE_UP_S:
                     c.timeouts += 1
+                    backoff.reset()
                     break
                 c.refused += 1
-                time.sleep(RETRY_S)
+                time.sleep(backoff.next())
     c.reports += 1
     waited = time.monotonic() - due
     c.delayed += waited > 0.005
@@ -233,6 +239,7 @@ def sender(socket_dir: str, rank: int, shared: Any, ready: Any, results: Any) ->
     """One plugin-like process: registers, runs the phases the benchmark sets, then says what it sent."""
     phase_value, base_value = shared
     counts = {p: Counts() for p in PHASES}
+    backoff = Backoff(UNSENT_RETRY_S, random.Random(rank))  # a Random of its own, as each plugin's link
     sock = open_socket(socket_dir, f"mb{rank:02d}")
     daemon = str(wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir))
     try:
@@ -255,7 +262,7 @@ def sender(socket_dir: str, rank: int, shared: Any, ready: Any, results: Any) ->
                     continue
                 seq += 1
                 sock.setblocking(False)
-                _send_paced(sock, daemon, template.datagrams(seq), counts[phase], tick)
+                _send_paced(sock, daemon, template.datagrams(seq), counts[phase], tick, backoff)
             elif phase in (FLOOD, WATCHED):
                 sock.setblocking(True)  # the kernel's SO_SNDTIMEO still bounds each send
                 seq = _flood(sock, daemon, template, counts[phase], seq, phase_value)
