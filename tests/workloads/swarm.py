@@ -91,7 +91,14 @@ from typing import (
 
 from msmonitor_plugin import configtext, identity, wire
 from msmonitor_plugin.agent import capabilities
-from msmonitor_plugin.link import ABSENT_RETRY_S, MAX_HEARTBEAT_S, MIN_HEARTBEAT_S, UNSENT_RETRY_S, jittered
+from msmonitor_plugin.link import (
+    ABSENT_RETRY_S,
+    MAX_HEARTBEAT_S,
+    MIN_HEARTBEAT_S,
+    UNSENT_RETRY_S,
+    Backoff,
+    jittered,
+)
 from msmonitor_plugin.monitor.aggregate import Aggregator, Row
 from msmonitor_plugin.monitor.backends import Collector
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
@@ -310,12 +317,12 @@ class Link:
 
     Registration is ``mm.hello``, repeated every third of the keep-alive the ``mm.ack`` gives (within
     MIN/MAX_HEARTBEAT_S); a hello the kernel refuses (the daemon away, or its queue full) marks the
-    process unregistered and is retried after ABSENT_RETRY_S, doubling. Reports, answers and trace
-    events that cannot go at once wait (at most 32, oldest dropped) and are retried after
-    UNSENT_RETRY_S, doubling, but only while registered. ``mm.bye`` at the end is tried once.
-    Hellos keep a fixed phase (due every heartbeat from the first, not from each send), so that a
-    training step falls in the same wake-up: a thousand processes on two cores cannot each wake for
-    everything separately.
+    process unregistered and is retried after ABSENT_RETRY_S, doubling, jittered (the link's Backoff).
+    Reports, answers and trace events that cannot go at once wait (at most 32, oldest dropped) and are
+    retried after UNSENT_RETRY_S, doubling, jittered, but only while registered. ``mm.bye`` at the end
+    is tried once. Hellos keep a fixed phase (due every heartbeat from the first, not from each send),
+    so that a training step falls in the same wake-up: a thousand processes on two cores cannot each
+    wake for everything separately.
     """
 
     def __init__(
@@ -335,10 +342,10 @@ class Link:
         self._fixed_heartbeat = heartbeat_s > 0  # else a third of the keep-alive, as the plugin's link
         self.next_hello = time.monotonic()
         self._hello_phase = self.next_hello  # when the last hello was due
-        self._absent_retry = ABSENT_RETRY_S[0]
         self._unsent: Deque[bytes] = collections.deque(maxlen=32)
         self._unsent_retry = UNSENT_RETRY_S[0]
         self._rng = random.Random()
+        self._absent = Backoff(ABSENT_RETRY_S, self._rng)
         self.next_flush = float("inf")
         self.registrations = 0  # mm.ack after being unregistered (the first, and after refused hellos)
         self.keepalive_s = 0.0
@@ -390,13 +397,12 @@ class Link:
                 if self._last_hello:
                     self.longest_silence = max(self.longest_silence, now - self._last_hello)
                 self._last_hello = now
-                self._absent_retry = ABSENT_RETRY_S[0]
+                self._absent.reset()
                 self._hello_phase = max(self.next_hello, now - self.heartbeat_s)
                 self.next_hello = self._hello_phase + self.heartbeat_s
             else:
                 self.registered = False
-                self.next_hello = now + self._absent_retry
-                self._absent_retry = min(self._absent_retry * 2, ABSENT_RETRY_S[1])
+                self.next_hello = now + self._absent.next()
         if now >= self.next_flush:
             self._flush(now)
 
