@@ -27,9 +27,9 @@ from typing import Dict, List, Optional
 
 from _bench import Figure, percentile, report
 from msmonitor_plugin.router import CommandRouter
-from msmonitor_plugin.service import api
-from msmonitor_plugin.service.api import Level, Profiler
-from msmonitor_plugin.service.source import ServiceSource
+from msmonitor_plugin.service_profiler import api
+from msmonitor_plugin.service_profiler.api import Level, Profiler
+from msmonitor_plugin.service_profiler.source import ServiceSource
 from msmonitor_plugin.slot import ProfilerSlot
 
 EDITS = 40

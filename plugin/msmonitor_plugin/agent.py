@@ -17,7 +17,7 @@ from .trace.session import Tracer
 from .vocabulary import CommandKind
 
 if TYPE_CHECKING:
-    from .service.source import ServiceSource
+    from .service_profiler.source import ServiceSource
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -92,7 +92,7 @@ def _service_source(
     path = env.get("SERVICE_PROF_CONFIG_PATH", "")
     if not path:
         return None
-    from .service.source import ServiceSource
+    from .service_profiler.source import ServiceSource
 
     return ServiceSource(path, env, slot, router)
 

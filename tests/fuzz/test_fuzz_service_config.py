@@ -11,7 +11,7 @@ from fuzz_strategies import json_values, scaled
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msmonitor_plugin.service import config
+from msmonitor_plugin.service_profiler import config
 
 ENV = {"HOME": "/home/fuzz"}
 KEYS = [

@@ -12,10 +12,10 @@ from contextlib import closing
 
 from msmonitor_plugin import configtext, wire
 from msmonitor_plugin.router import CommandRouter
-from msmonitor_plugin.service import api, config
-from msmonitor_plugin.service.api import Level, Profiler
-from msmonitor_plugin.service.source import ServiceSource
-from msmonitor_plugin.service.watch import FileWatch
+from msmonitor_plugin.service_profiler import api, config
+from msmonitor_plugin.service_profiler.api import Level, Profiler
+from msmonitor_plugin.service_profiler.source import ServiceSource
+from msmonitor_plugin.service_profiler.watch import FileWatch
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
