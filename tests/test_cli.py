@@ -106,12 +106,14 @@ def test_gputrace_takes_dynolog_spellings_and_fails_on_no_process_only_when_aske
 
 
 def loaded(packages: str, *args: str) -> List[str]:
-    """Which of the comma-separated top-level *packages* `dyno ARGS` imported."""
+    """Which of the comma-separated *packages* (top-level ones, or modules by full name) `dyno ARGS`
+    imported."""
     probe = (
         "import sys\nfrom dyno.main import main\n"
         "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
         "packages = set(sys.argv[1].split(','))\n"
-        "print(*sorted({m.split('.')[0] for m in sys.modules} & packages), file=sys.stderr)"
+        "names = {n for m in sys.modules for n in (m, m.split('.')[0])}\n"
+        "print(*sorted(names & packages), file=sys.stderr)"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe, packages, *args], capture_output=True, text=True, timeout=60
@@ -126,6 +128,37 @@ def loaded(packages: str, *args: str) -> List[str]:
 def test_help_and_usage_errors_start_without_grpc(args):
     """They must answer at once: gRPC, protobuf and cryptography take several times Python's start."""
     assert loaded("grpc,google,cryptography", *args) == []
+
+
+COMMAND_MODULES = ",".join(
+    f"dyno.commands.{name}"
+    for name in (
+        *("status", "version", "processes", "nputrace", "gputrace", "trace", "dynamic", "npu_monitor"),
+        *("incidents", "service", "certs"),
+    )
+)
+
+
+@pytest.mark.parametrize("args", [("--help",), (), ("no-such-command",), ("--port", "0", "status")])
+def test_help_and_usage_errors_import_no_command_module(args):
+    """`dyno --help` lists the commands from dyno.commands' registry: their modules stay unread."""
+    assert loaded(COMMAND_MODULES, *args) == []
+
+
+def test_a_command_imports_its_own_module_only():
+    assert loaded(COMMAND_MODULES, "npu-monitor", "--help") == ["dyno.commands.npu_monitor"]
+    assert loaded(COMMAND_MODULES, "nputrace") == ["dyno.commands.nputrace"]  # a usage error
+
+
+def test_each_listed_summary_is_the_first_line_of_its_commands_help():
+    from dyno.cli import Listed
+    from dyno.commands import COMMANDS
+
+    listed = [entry for entry in COMMANDS if isinstance(entry, Listed)]
+    assert listed
+    for entry in listed:
+        command = entry.load()
+        assert (command.name, command.help.splitlines()[0]) == (entry.name, entry.help)
 
 
 def test_status_without_certs_loads_no_cryptography(daemon: Daemon):

@@ -2,7 +2,8 @@
 
 A :class:`Flag` says what a user types, where the value goes (a field of the gRPC request, or of the
 :class:`~dyno.target.Target`), its type, default and help. A :class:`Command` is a name, its flags and
-a ``run`` whose docstring is its help; a :class:`Group` holds subcommands (``dyno certs init``).
+a ``run`` whose docstring is its help; a :class:`Group` holds subcommands (``dyno certs init``); a
+:class:`Listed` stands for a command in its group's listing until it runs (its module unimported).
 Standard library only, so that ``dyno --help`` and usage errors never load gRPC, protobuf or
 cryptography: commands import those inside ``run``. For the same reason the records here are typed
 NamedTuples, not frozen dataclasses: ``dataclasses`` imports ``inspect``, which alone would add a third
@@ -101,7 +102,25 @@ class Group(NamedTuple):
     commands: Callable[[], Sequence[Command]]
 
 
-Entry = Union[Command, Group]
+class Listed(NamedTuple):
+    """A command as its group's help lists it, without importing it: its name, its summary (the first
+    line of its help, as the command's ``run`` docstring says it) and the module whose ``COMMAND`` it is.
+
+    The module is imported only to run the command or show its own help: a group's ``--help`` and its
+    usage errors import none of them.
+    """
+
+    name: str
+    help: str
+    module: str
+
+    def load(self) -> Union[Command, Group]:
+        # __import__, not importlib.import_module: importing importlib costs a tenth of `dyno --help`.
+        entry: Union[Command, Group] = __import__(self.module, fromlist=["COMMAND"]).COMMAND
+        return entry
+
+
+Entry = Union[Command, Group, Listed]
 
 
 # --- value types: each parses one flag's text; a bad value is a usage error naming the flag ------------
@@ -288,6 +307,8 @@ def dispatch(
     entry = next((e for e in entries if e.name == args.command), None)
     if entry is None:
         parser.error(f"No such command '{args.command}'.")
+    if isinstance(entry, Listed):
+        entry = entry.load()
     prog = f"{parser.prog} {entry.name}"
     if isinstance(entry, Group):
         commands = entry.commands()
