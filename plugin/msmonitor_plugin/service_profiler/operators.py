@@ -20,7 +20,7 @@ from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..identity import imported
 from ..monitor.records import Kind, Record
-from .store import db_name
+from . import schema
 
 
 class Unavailable(RuntimeError):
@@ -70,22 +70,16 @@ class MsptiOperators:
 
 
 class _OperatorDb:
-    """MSPTI records as rows of ``api`` and ``kernel``; the writer thread calls it."""
+    """MSPTI records as rows of :data:`.schema.OPERATOR_TABLES`; the writer thread calls it."""
 
     def __init__(self, folder: str, api_filter: Sequence[str], kernel_filter: Sequence[str]) -> None:
         self._filters = {Kind.API: tuple(api_filter), Kind.KERNEL: tuple(kernel_filter)}
         self._db = sqlite3.connect(
-            os.path.join(folder, db_name("ascend_service_profiler")), check_same_thread=False
+            os.path.join(folder, schema.db_name(schema.OPERATOR_PREFIX)), check_same_thread=False
         )
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS api (name TEXT, start_ns INTEGER, end_ns INTEGER, tid INTEGER,"
-            " correlation_id INTEGER)"
-        )
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS kernel (name TEXT, type TEXT, start_ns INTEGER, end_ns INTEGER,"
-            " device INTEGER, stream INTEGER, correlation_id INTEGER)"
-        )
+        for table in schema.OPERATOR_TABLES:
+            self._db.execute(table.create())
 
     def _keeps(self, record: Record) -> bool:
         wanted = self._filters.get(record.kind, ())
@@ -94,7 +88,7 @@ class _OperatorDb:
     def write(self, records: Sequence[Record]) -> None:
         kept = [r for r in records if self._keeps(r)]
         self._db.executemany(
-            "INSERT INTO api VALUES (?, ?, ?, ?, ?)",
+            schema.API.insert(),
             [
                 (r.name, r.start_ns, r.end_ns, _thread_of(r), r.correlation_id)
                 for r in kept
@@ -102,7 +96,7 @@ class _OperatorDb:
             ],
         )
         self._db.executemany(
-            "INSERT INTO kernel VALUES (?, ?, ?, ?, ?, ?, ?)",
+            schema.KERNEL.insert(),
             [
                 (r.name, r.type, r.start_ns, r.end_ns, r.device, r.stream, r.correlation_id)
                 for r in kept
