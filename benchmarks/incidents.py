@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -67,7 +68,7 @@ def record(seconds: float) -> List[Report]:
         env=env, capture_output=True, text=True, timeout=seconds + 120, check=True,
     )  # fmt: skip
     reports = [
-        Report.from_json(line[len("report ") :])
+        Report.from_dict(json.loads(line[len("report ") :]))
         for line in out.stdout.splitlines()
         if line.startswith("report ")
     ]
@@ -76,7 +77,7 @@ def record(seconds: float) -> List[Report]:
 
 def recording(path: Optional[Path], seconds: float) -> List[Report]:
     if path is not None and path.exists():
-        return [Report.from_json(line) for line in path.read_text().splitlines()]
+        return [Report.from_dict(json.loads(line)) for line in path.read_text().splitlines()]
     reports = record(seconds)
     if path is not None:
         path.write_text("".join(r.to_json() + "\n" for r in reports))

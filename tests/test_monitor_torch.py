@@ -28,7 +28,9 @@ def run_loop(*keys: str, timeout: float = 120) -> Tuple[str, List[Report], str]:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    reports = [Report.from_json(line[len("report ") :]) for line in lines if line.startswith("report ")]
+    reports = [
+        Report.from_dict(json.loads(line[len("report ") :])) for line in lines if line.startswith("report ")
+    ]
     started = next(line for line in lines if line.startswith("started "))
     return started, reports, lines[-1]
 

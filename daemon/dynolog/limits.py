@@ -135,10 +135,6 @@ class ClientLimiter:
         if usage is not None and usage.streams > 0:
             usage.streams -= 1
 
-    def open_streams(self, client: Client) -> int:
-        usage = self._clients.get(client.key)
-        return usage.streams if usage is not None else 0
-
     def tracked(self) -> int:
         """How many clients are remembered (bounded: idle ones are dropped)."""
         return len(self._clients)

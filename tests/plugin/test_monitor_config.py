@@ -124,8 +124,9 @@ class FilterTest(unittest.TestCase):
 
     def test_items_repeat_and_invalid_items_are_skipped(self):
         flt = Filter.parse("Kernel:a;Kernel:b;Nope:c;API:x:y")
-        self.assertEqual(flt.substrings(Kind.KERNEL), ("a", "b"))
-        self.assertIsNone(flt.substrings(Kind.API))
+        self.assertTrue(flt.keeps(Kind.KERNEL, "xa") and flt.keeps(Kind.KERNEL, "xb"))  # both items
+        self.assertFalse(flt.keeps(Kind.KERNEL, "c"))
+        self.assertFalse(flt.keeps(Kind.API, "x"), "API:x:y is no item: API is not named, so dropped")
 
     def test_hccl_is_matched_by_name(self):
         flt = Filter.parse("Hccl:allReduce")

@@ -62,10 +62,6 @@ class Filter:
     def active(self) -> bool:
         return bool(self._items)
 
-    def substrings(self, kind: Kind) -> Optional[Tuple[str, ...]]:
-        """The substrings for *kind*; None when the kind is not named."""
-        return self._items.get(kind)
-
     def applies_to(self, kind: Kind) -> bool:
         """Whether records of *kind* are subject to name matching (or dropped) at all."""
         return bool(self._items) and kind not in MEMORY_KINDS

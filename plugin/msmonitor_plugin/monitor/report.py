@@ -3,8 +3,8 @@
 A :class:`Report` holds, per (kind, device), the count, total, min and max duration of the interval's
 records and the top N names by total time (markers: by domain and name), plus what was dropped and
 which requested kinds the backend cannot provide. :meth:`Report.to_chunks` splits it into JSON
-documents that each fit a datagram; :meth:`Report.from_chunks` (or :class:`ChunkAssembler` on the
-receiving side) puts it back together. :meth:`Report.data_messages` gives msMonitor's compatibility
+documents that each fit a datagram; :class:`ChunkAssembler`, on the receiving side, puts it back
+together. :meth:`Report.data_messages` gives msMonitor's compatibility
 ``data`` messages.
 
 This module is imported by the daemon too: standard library only, no backend imports.
@@ -207,26 +207,12 @@ class Report:
                 raise
             raise ReportError(f"malformed report: {exc}") from exc
 
-    @classmethod
-    def from_json(cls, text: str) -> Report:
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise ReportError(f"report is not JSON: {exc}") from exc
-        if not isinstance(doc, dict):
-            raise ReportError("report is not a JSON object")
-        return cls.from_dict(doc)
-
     def find(self, kind: Kind, device: Optional[int] = None) -> List[KindStat]:
         return [k for k in self.kinds if k.kind == kind and (device is None or k.device == device)]
 
     def to_chunks(self, max_bytes: int = DEFAULT_CHUNK_BYTES) -> List[bytes]:
-        """UTF-8 JSON documents of at most *max_bytes* each; :meth:`from_chunks` merges them back."""
+        """UTF-8 JSON documents of at most *max_bytes* each; :class:`ChunkAssembler` merges them back."""
         return _Chunker(self, max_bytes).chunks()
-
-    @classmethod
-    def from_chunks(cls, chunks: Iterable[bytes]) -> Report:
-        return cls._from_docs([_load_chunk(c) for c in chunks])
 
     @classmethod
     def _from_docs(cls, docs: List[Dict[str, Any]]) -> Report:

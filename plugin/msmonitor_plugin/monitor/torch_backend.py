@@ -78,11 +78,9 @@ class Sampler:
         self.max_window_s = max_window_s
         self.budget = budget
         self.window_s = min(FIRST_WINDOW_S, max_window_s)
-        self.last_cost_s = 0.0
 
     def observe(self, window_s: float, stop_s: float, parse_s: float, interval_s: float) -> None:
         cost = stop_s * (1 + IN_WINDOW_COST) + parse_s * PARSE_COST
-        self.last_cost_s = cost
         target = self.budget * interval_s
         scaled = window_s * target / cost if cost > 0 else self.max_window_s
         self.window_s = max(MIN_WINDOW_S, min(self.max_window_s, scaled, 2 * max(window_s, MIN_WINDOW_S)))
