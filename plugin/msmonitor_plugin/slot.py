@@ -1,8 +1,11 @@
 """One profiler per process: MSPTI has a single subscriber, and torch.profiler runs one session at a time.
 
-npu-monitor, a ``dyno dynamic`` window and the service profiler's operator collection each claim the
-slot before they start one; a second is refused with the name of the first, never left to fail inside
-the library (MSPTI would lose data silently).
+Every recorder claims the slot before it starts one: an nputrace or gputrace trace and a ``dyno dynamic``
+window when the plugin accepts it (so from ready to finished or failed), npu-monitor while it runs, and
+the service profiler's operator collection. A second is refused with the name of the first, never left
+to fail inside the library (MSPTI would lose data silently). The holder's name is what the hello reports
+as ``profiler``, and what a refusal quotes: "nputrace <id>", "gputrace <id>", "a dyno dynamic window",
+"npu-monitor", "the service profiler's operator collection (acl_task_time <mode>)".
 """
 
 from __future__ import annotations
@@ -31,4 +34,5 @@ class ProfilerSlot:
 
     @property
     def holder(self) -> Optional[str]:
+        """Who holds the slot now; None when it is free."""
         return self._holder

@@ -42,8 +42,14 @@ STOP_GRACE_S = 3.0
 # between steps (an inference server counts none; a job just launched soon will).
 START_GRACE_S = 2.0
 IMPORT_RETRY_S = 0.2
-WINDOW_OWNER = "a dyno dynamic window"
+WINDOW_OWNER = "a dyno dynamic window"  # the profiler slot's holder while a window runs
 WRITE_AT_EXIT_S = 30.0  # how long the exiting process waits for a window being written
+
+
+def slot_owner(spec: TraceSpec) -> str:
+    """The name a trace holds the process's profiler slot under: "nputrace <id>", "gputrace <id>", or
+    :data:`WINDOW_OWNER` for a ``dyno dynamic`` window. Refusals quote it, and the hello reports it."""
+    return WINDOW_OWNER if spec.until_stopped else f"{spec.kind.value} {spec.trace_id}"
 
 
 def _after(seconds: float, action: Callable[[], None]) -> None:
@@ -168,7 +174,20 @@ class TraceSession:
         except Exception as exc:
             log.exception("trace %s failed", self.spec.trace_id)
             self._counter.pending = None
+            self._stop_quietly()
             self._fail(f"{type(exc).__name__}: {exc}")
+
+    def _stop_quietly(self) -> None:
+        """A trace that fails while recording stops its profiler before it gives up the slot."""
+        with self._lock:
+            recorder = self._recorder
+            if self.phase != TracePhase.RUNNING or self._stopped_at or recorder is None:
+                return
+            self._stopped_at = time.time()
+        try:
+            recorder.stop()
+        except Exception:
+            log.exception("trace %s: stopping the profiler after a failure failed", self.spec.trace_id)
 
     def _maybe_start(self, count: int) -> None:
         if self.spec.until_stopped:
@@ -255,8 +274,8 @@ class TraceSession:
             log.exception("writing trace %s failed", self.spec.trace_id)
             return self._fail(f"writing the trace failed: {type(exc).__name__}: {exc}")
         self.phase = TracePhase.FINISHED
+        self._on_done()  # the profiler slot is free before the daemon hears the trace is over
         self._emit(files=files, notes=notes, size_bytes=prof.size_of(files))
-        self._on_done()
 
     def _info(self, notes: List[str], incomplete: str) -> prof.WindowInfo:
         assert self._recorder is not None
@@ -298,8 +317,8 @@ class TraceSession:
 
     def _fail(self, error: str) -> None:
         self.phase = TracePhase.FAILED
+        self._on_done()  # the profiler slot is free before the daemon hears the trace is over
         self._emit(error=error)
-        self._on_done()
 
     def _emit(
         self,
@@ -366,16 +385,25 @@ class Tracer:
                 spec = parse(command)
             except ConfigTextError as exc:
                 return self._refuse(command.trace_id, str(exc))
-            holder = self._slot.claim(WINDOW_OWNER) if spec.until_stopped else None
+            # Claimed from ready to finished or failed, not only while recording: a trace waiting for its
+            # step keeps npu-monitor from taking the profiler it will need, as the daemon has always had it.
+            owner = slot_owner(spec)
+            holder = self._slot.claim(owner)
             if holder is not None:
                 return self._refuse(
                     command.trace_id, f"refused: {holder} runs in this process (one profiler at a time)"
                 )
             self._seen.append(command.trace_id)
-            self.session = TraceSession(
-                spec, self._counter, self._report, self._done, self._recorder_factory, self._check
+            session = TraceSession(
+                spec,
+                self._counter,
+                self._report,
+                lambda: self._done(session, owner),
+                self._recorder_factory,
+                self._check,
             )
-            self.session.arm()
+            self.session = session
+            session.arm()
 
     def stop(self, trace_id: str) -> None:
         """Stop the window *trace_id*; a stop for any other says there is no such window here."""
@@ -400,6 +428,8 @@ class Tracer:
         if session is not None:
             session.abort(why)
 
-    def _done(self) -> None:
-        self.session = None
-        self._slot.release(WINDOW_OWNER)
+    def _done(self, session: TraceSession, owner: str) -> None:
+        """*session* finished or failed: free the tracer and the profiler slot (once, and only for it)."""
+        if self.session is session:
+            self.session = None
+            self._slot.release(owner)
