@@ -40,7 +40,8 @@ class Agent:
         self.owner_pid = os.getpid()
         self._env = env
         self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
-        slot = ProfilerSlot()
+        # One profiler per process: every recorder claims this slot before it starts one.
+        self.slot = slot = ProfilerSlot()
         self.tracer = Tracer(counter, self._report, slot=slot)
         self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot)
         self.router = CommandRouter()
@@ -73,6 +74,7 @@ class Agent:
             self.tracer.state(),
             self.monitor.state.value,
             self.service.switch.state() if self.service is not None else "",
+            self.slot.holder or "",
         )
 
     def _report(self, event: wire.TraceEvent) -> None:

@@ -117,8 +117,10 @@ def hello(
     trace: Tuple[str, str] = ("", ""),
     monitor_state: str = "",
     service: str = "",
+    profiler: str = "",
 ) -> Hello:
-    """This process's registration; *trace* is the (id, phase) of the trace it holds."""
+    """This process's registration; *trace* is the (id, phase) of the trace it holds, *profiler* who
+    holds its profiler slot ("" when free)."""
     pid = os.getpid()
     versions = framework()
     return Hello(
@@ -139,4 +141,5 @@ def hello(
         trace_phase=trace[1],
         monitor_state=monitor_state,
         service=service,
+        profiler=profiler,
     )

@@ -303,6 +303,10 @@ class Hello(JsonMessage):
     trace_phase: str = ""
     monitor_state: str = ""  # a MonitorState value ("" from clients that run no monitor)
     service: str = ""  # the service profiler's switch: "" (none), "off", or "on since ..., <folder>"
+    # Who holds the process's one profiler slot (slot.py): "" when it is free, else the holder's name —
+    # "nputrace <id>" or "gputrace <id>" (from ready to finished), "a dyno dynamic window", "npu-monitor",
+    # "the service profiler's operator collection (acl_task_time <mode>)".
+    profiler: str = ""
 
 
 @dataclass
