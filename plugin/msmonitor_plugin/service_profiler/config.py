@@ -21,7 +21,7 @@ DEFAULT_CONTENT: Dict[str, Any] = {
     "prof_dir": DEFAULT_PROF_DIR,
     "profiler_level": "INFO",
     "acl_task_time": 0,
-    "acl_prof_task_time_level": "L0",
+    "acl_prof_task_time_level": "L0",  # aclprof's level: accepted, unused (acl_task_time 1 is unavailable)
     "timelimit": 0,
     "domain": "",
 }
@@ -49,7 +49,6 @@ class ServiceConfig:
     prof_dir: str = ""  # with $HOME expanded and a trailing /
     profiler_level: int = 20
     acl_task_time: int = 0
-    acl_prof_task_time_level: str = "L0"
     timelimit_s: int = 0  # 0: no limit
     domains: Optional[FrozenSet[str]] = None  # None: every domain
     api_filter: Tuple[str, ...] = ()
@@ -83,7 +82,6 @@ def parse(obj: Any, env: Mapping[str, str] = os.environ) -> ServiceConfig:
         prof_dir=_prof_dir(read.text("prof_dir", DEFAULT_PROF_DIR), env),
         profiler_level=read.level(),
         acl_task_time=read.choice("acl_task_time", 0, tuple(ACL_TASK_TIME_MODES)),
-        acl_prof_task_time_level=read.text("acl_prof_task_time_level", "L0"),
         timelimit_s=read.timelimit(),
         domains=frozenset(_split(read.text("domain", ""))) or None,
         api_filter=tuple(_split(read.text("api_filter", ""))),

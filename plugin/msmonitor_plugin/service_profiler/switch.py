@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 from .. import wire
 from ..slot import ProfilerSlot
@@ -31,7 +31,6 @@ from .store import ServiceStore
 
 log = logging.getLogger("msmonitor_plugin")
 
-Submit = Callable[[wire.Command], None]
 SLOT_OWNER = "the service profiler's operator collection (acl_task_time {mode})"
 
 
