@@ -17,6 +17,7 @@ import functools
 import os
 import textwrap
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Iterable,
@@ -34,6 +35,9 @@ from msmonitor_plugin.vocabulary import split_list
 
 from .exits import EXIT_USAGE, CliError
 from .target import Target
+
+if TYPE_CHECKING:
+    from dynoproto.validate import FieldError
 
 Run = Callable[[Target, argparse.Namespace], None]
 M = TypeVar("M")
@@ -233,6 +237,12 @@ def fill(message: M, flags: Sequence[Flag], args: argparse.Namespace) -> M:
         except (TypeError, ValueError) as exc:  # beyond what the field holds, e.g. an int32
             raise CliError(f"{flag.name}: {exc}", EXIT_USAGE) from None
     return message
+
+
+def check_fields(errors: Sequence[FieldError]) -> None:
+    """A request's validation errors (:mod:`dynoproto.validate`, each naming its flag) as one usage error."""
+    if errors:
+        raise CliError("; ".join(str(e) for e in errors), EXIT_USAGE)
 
 
 # --- parsers ----------------------------------------------------------------------------------------

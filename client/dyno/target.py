@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple, Optional
 
 NO_CERTS = "NO_CERTS"
@@ -45,3 +46,11 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     @property
     def fans_out(self) -> bool:
         return (self.hosts, self.hostfile, self.slurm_job) != (None, None, None)
+
+
+def absolute_path(target: Target, path: str) -> str:
+    """A path given to a daemon (``--log-file``, ``--output``): a relative one means this directory only
+    when the daemon is on this host; for another host it stays as given (and validation refuses it)."""
+    if not path or path.startswith("/") or not target.local:
+        return path
+    return os.path.abspath(path)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from msmonitor_plugin.vocabulary import DEFAULT_NPU_ACTIVITIES, split_list
 
-from ..cli import Command, Flag, fill, int_list, on_off
+from ..cli import Command, Flag, check_fields, fill, int_list, on_off
 from ..exits import EXIT_USAGE, CliError
-from ..target import Target
+from ..target import Target, absolute_path
 
 if TYPE_CHECKING:  # subprocess, socket and the rest only when a session runs: `dyno --help` loads this
     import subprocess
@@ -79,16 +79,16 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
-    from .. import interactive, requests
+    from .. import interactive
     from ..connection import connect
 
     attach = fill(pb.DynamicAttach(), FLAGS, args)
-    attach.output = requests.absolute_log_file(target, args.output) if args.output else os.getcwd()
+    attach.output = absolute_path(target, args.output) if args.output else os.getcwd()
     _identify(attach.client)
     errors = validate.dynamic_attach(attach)
     if args.command:  # the job's pid is known once it started, after these checks
         errors = [e for e in errors if e.field != "targets.pids"]
-    requests.check(errors)
+    check_fields(errors)
     io, prompt = interactive.console(target.json)
     with connect(target) as stub:
         job = None

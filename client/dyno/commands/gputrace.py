@@ -58,11 +58,11 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
-    from .. import requests
+    from ..trace_start import start_trace
 
     request = fill(pb.GpuTraceRequest(), FLAGS, args)
     request.iterations = max(request.iterations, 0)  # dynolog's -1, "not given", is 0 on the wire
-    requests.start_trace(
+    start_trace(
         target,
         args,
         request,
@@ -72,4 +72,4 @@ def run(target: Target, args: Namespace) -> None:
     )
 
 
-COMMAND = Command("gputrace", run, FLAGS, across=run)  # run fans out itself: requests.start_trace
+COMMAND = Command("gputrace", run, FLAGS, across=run)  # run fans out itself: trace_start.start_trace

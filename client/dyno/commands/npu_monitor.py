@@ -16,9 +16,9 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import TARGETING, Command, Flag, fill
+from ..cli import TARGETING, Command, Flag, check_fields, fill
 from ..output import as_dict, print_json, rank_text, table
-from ..target import Target
+from ..target import Target, absolute_path
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
@@ -133,16 +133,16 @@ def run(target: Target, args: Namespace) -> None:
     """
     from dynoproto import validate
 
-    from .. import requests
+    from ..answers import report_command
 
     request = _request(args)
     if args.status:
         return _status(target, request.targets)
     if args.watch and not (request.start or request.stop):
         return _watch(target, request.targets)
-    request.log_file = requests.absolute_log_file(target, request.log_file)
-    requests.check(validate.npu_monitor(request))
-    requests.report_command(target, _send(target, request))
+    request.log_file = absolute_path(target, request.log_file)
+    check_fields(validate.npu_monitor(request))
+    report_command(target, _send(target, request))
     if args.watch:
         _watch(target, request.targets)
 
@@ -151,7 +151,8 @@ def across(target: Target, args: Namespace) -> None:
     """As ``run``, on every host: one table of the answers, one live view of every host's reports."""
     from dynoproto import validate
 
-    from .. import fanout, requests
+    from .. import fanout
+    from ..answers import COMMAND_VIEW, judge_command
 
     request = _request(args)
     if args.status:
@@ -159,10 +160,10 @@ def across(target: Target, args: Namespace) -> None:
         return fanout.run(target, lambda one: _monitors(one, request.targets), view)
     if args.watch and not (request.start or request.stop):
         return _watch_across(target, fanout.fleet(target), request.targets)
-    requests.check(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
+    check_fields(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
     fleet = fanout.fleet(target)
-    outcomes = fanout.gather(fleet, lambda one: _send(one, request), target.parallel, requests.judge_command)
-    fanout.show(target, outcomes, requests.COMMAND_VIEW)
+    outcomes = fanout.gather(fleet, lambda one: _send(one, request), target.parallel, judge_command)
+    fanout.show(target, outcomes, COMMAND_VIEW)
     if args.watch:
         effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
         _watch_across(target, effective, request.targets)

@@ -82,12 +82,12 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
 
-    from .. import requests
+    from ..trace_start import start_trace
 
     request = fill(pb.NpuTraceRequest(), FLAGS, args)
     if request.iterations:  # msMonitor sends --duration-ms only with a time-based trace
         request.duration_ms = 0
-    requests.start_trace(target, args, request, validate.npu_trace, lambda stub: stub.NpuTrace)
+    start_trace(target, args, request, validate.npu_trace, lambda stub: stub.NpuTrace)
 
 
-COMMAND = Command("nputrace", run, FLAGS, across=run)  # run fans out itself: requests.start_trace
+COMMAND = Command("nputrace", run, FLAGS, across=run)  # run fans out itself: trace_start.start_trace

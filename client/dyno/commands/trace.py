@@ -27,13 +27,14 @@ def run(target: Target, args: Namespace) -> None:
     With --collect DIR, then fetch the files of every process that finished it into DIR here:
       dyno --hostname node001 trace 123456789012345678 --wait --collect ./job-traces
     """
-    from .. import collect, requests
+    from .. import collect
+    from ..trace_progress import print_trace
 
     info = ask(target, args)
     if target.json:
         print_json(as_dict(info))
     else:
-        requests.print_trace(info)
+        print_trace(info)
     missing = collect.requested(args, [(target, info.trace_id)], target.json)
     failed = _verdict(info, args) or missing
     if failed:
@@ -42,11 +43,10 @@ def run(target: Target, args: Namespace) -> None:
 
 def across(target: Target, args: Namespace) -> None:
     """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
-    from .. import collect, fanout, requests
+    from .. import collect, fanout
+    from ..trace_progress import TRACE_HEADERS, trace_rows
 
-    view = fanout.View(
-        requests.TRACE_HEADERS, requests.trace_rows, as_dict, lambda info: _verdict(info, args)
-    )
+    view = fanout.View(TRACE_HEADERS, trace_rows, as_dict, lambda info: _verdict(info, args))
     fleet = fanout.fleet(target)
     asked = fanout.gather(fleet, lambda one: ask(one, args, label=one.hostname), target.parallel, view.judge)
     fanout.show(target, asked, view)
@@ -59,9 +59,9 @@ def across(target: Target, args: Namespace) -> None:
 
 def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
     """Why the answer is a failure: a process failed the trace, or --wait gave up before it was done."""
-    from .. import requests
+    from ..trace_progress import trace_failed
 
-    failed = requests.trace_failed(info)
+    failed = trace_failed(info)
     if not failed and args.wait and not info.done:
         failed = f"trace {info.trace_id} not done after --wait-timeout {args.wait_timeout:g} s"
     return failed
@@ -70,12 +70,12 @@ def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
 def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
     from dynoproto import dynolog_pb2 as pb
 
-    from .. import requests
     from ..connection import connect
+    from ..trace_progress import watch
 
     request = fill(pb.GetTraceRequest(), FLAGS, args)
     if args.wait:
-        return requests.watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
+        return watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
     with connect(target) as stub:
         return stub.GetTrace(request, timeout=target.timeout)
 

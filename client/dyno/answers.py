@@ -1,0 +1,86 @@
+"""The daemon's answer to a command (``CommandResponse``): printed, as JSON, as table rows, judged —
+on one host, or as rows of a fan-out's table (:data:`COMMAND_VIEW`).
+
+What ``dyno nputrace``, ``gputrace`` and ``npu-monitor`` print when a command was sent. It loads
+protobuf: those commands import it inside ``run``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional
+
+from dynoproto import dynolog_pb2 as pb
+
+from . import fanout
+from .exits import CliError
+from .output import as_dict, print_json, rank_text, table
+from .target import Target
+
+NOT_TAKEN = "no process took the command"
+_STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}
+COMMAND_HEADERS = ("COMMAND", "PID", "RANK", "STATUS", "OUTPUT / WHY")
+
+
+def report_command(target: Target, response: pb.CommandResponse) -> None:
+    """Print a command's answer; a command no process took is a failure (exit 1)."""
+    if target.json:
+        print_json(command_json(response))
+    else:
+        print_response(response)
+    if response.command_status != pb.COMMAND_STATUS_EFFECTIVE:
+        raise CliError(NOT_TAKEN)
+
+
+def judge_command(response: pb.CommandResponse) -> str:
+    """Why a command was not effective on a host ("" when it was): the daemon's own words."""
+    if response.command_status == pb.COMMAND_STATUS_EFFECTIVE:
+        return ""
+    return response.message or NOT_TAKEN
+
+
+def command_json(response: pb.CommandResponse, info: Optional[pb.TraceInfo] = None) -> Dict[str, Any]:
+    """The answer as JSON, with msMonitor's ``commandStatus`` key first (and the trace, when waited for)."""
+    data: Dict[str, Any] = {
+        "commandStatus": _STATUS.get(response.command_status, "unknown"),
+        **as_dict(response),
+    }
+    if info is not None:
+        data["trace"] = as_dict(info)
+    return data
+
+
+def print_response(response: pb.CommandResponse, flush: bool = False) -> None:
+    print(f"commandStatus: {_STATUS.get(response.command_status, 'unknown')}")
+    print(response.message)
+    if response.processes:
+        print(table(COMMAND_HEADERS[1:], [_process_row(p) for p in response.processes]))
+    if response.trace_id:
+        print(f"Follow it: dyno trace {response.trace_id}")
+    if flush:
+        sys.stdout.flush()
+
+
+def command_rows(response: pb.CommandResponse, trace: bool = False) -> List[List[str]]:
+    """The answer as rows under :data:`COMMAND_HEADERS` (with *trace*, the trace id second): one per
+    process, or one saying why none took it."""
+    first = [_STATUS.get(response.command_status, "unknown"), *([response.trace_id or "-"] if trace else [])]
+    rows = [[*first, *_process_row(p)] for p in response.processes]
+    return rows or [[*first, "-", "-", _reason(response.reason), response.message]]
+
+
+def _process_row(p: pb.ProcessOutcome) -> List[str]:
+    return [
+        str(p.pid),
+        rank_text(p.rank),
+        "triggered" if p.triggered else _reason(p.reason),
+        (p.expected_output or p.detail) if p.triggered else p.detail,
+    ]
+
+
+def _reason(reason: int) -> str:
+    return pb.Reason.Name(reason).removeprefix("REASON_").lower()
+
+
+# How a command's answers print across hosts (dyno npu-monitor; trace commands add the trace id).
+COMMAND_VIEW = fanout.View(COMMAND_HEADERS, command_rows, command_json, judge_command)

@@ -1,0 +1,111 @@
+"""Where a trace stands in each process (``TraceInfo``): followed until every process finished or
+failed (:func:`watch`, progress on stderr), shown as a table and a timeline, judged.
+
+``dyno trace`` shows one; ``nputrace`` and ``gputrace`` follow theirs with ``--wait``. It loads gRPC:
+those commands import it inside ``run``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Dict, List, Optional
+
+import grpc
+
+from dynoproto import dynolog_pb2 as pb
+
+from .connection import connect
+from .exits import EXIT_FAILED, CliError
+from .output import rank_text, table
+from .target import Target
+
+TRACE_HEADERS = ("PID", "RANK", "PHASE", "STEPS", "FILES / ERROR")
+
+
+def watch(
+    target: Target, trace_id: str, timeout: float, quiet: bool = False, label: str = ""
+) -> pb.TraceInfo:
+    """Follow a trace until every process finished or failed, or *timeout* passes. *label* names the
+    host in progress lines, when several are followed at once."""
+    deadline = time.monotonic() + timeout
+    last: Optional[pb.TraceInfo] = None
+    seen: Dict[int, int] = {}
+    prefix = f"{label} " if label else ""
+    with connect(target) as stub:
+        try:
+            for info in stub.WatchTrace(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout):
+                last = info
+                if not quiet:
+                    _progress(info, seen, prefix)
+                if info.done or time.monotonic() > deadline:
+                    break
+        except grpc.RpcError as exc:
+            if not (isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            if not quiet:
+                print(f"dyno: {prefix}--wait-timeout: gave up after {timeout:.0f}s", file=sys.stderr)
+    if last is None:
+        raise CliError(f"the daemon has no trace {trace_id}", EXIT_FAILED)
+    return last
+
+
+def _progress(info: pb.TraceInfo, seen: Dict[int, int], prefix: str) -> None:
+    """One line per process each time its phase changes, so a long wait shows where it stands. One
+    write each: lines from hosts followed at once must not interleave."""
+    for p in info.processes:
+        if seen.get(p.host_pid) != p.phase:
+            seen[p.host_pid] = p.phase
+            line = f"  {prefix}pid {p.pid} (rank {rank_text(p.rank)}): {_phase(p.phase)}{_steps(p)}\n"
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def print_trace(info: pb.TraceInfo) -> None:
+    print(f"trace {info.trace_id} ({info.kind}): {'done' if info.done else 'in progress'}")
+    print(table(TRACE_HEADERS, trace_rows(info)))
+    for p in info.processes:
+        for warning in p.warnings:
+            print(f"  warning (pid {p.pid}): {warning}")
+        print(f"  pid {p.pid}: " + ", ".join(f"{_phase(h.phase)} {clock(h.at)}" for h in p.history))
+
+
+def trace_rows(info: Optional[pb.TraceInfo]) -> List[List[str]]:
+    """Each process of the trace under :data:`TRACE_HEADERS`: its phase, steps, and files or error."""
+    return [
+        [
+            str(p.pid),
+            rank_text(p.rank),
+            _phase(p.phase),
+            _steps(p).strip(" ()"),
+            p.error or ", ".join(p.files) or p.output,
+        ]
+        for p in (info.processes if info is not None else ())
+    ]
+
+
+def trace_failed(info: pb.TraceInfo) -> str:
+    """What failed in the trace, or "" when no process failed it."""
+    failed = [str(p.pid) for p in info.processes if p.phase == pb.TRACE_PHASE_FAILED]
+    return f"trace {info.trace_id} failed in pid {', '.join(failed)}" if failed else ""
+
+
+def all_finished(info: pb.TraceInfo) -> bool:
+    return info.done and all(p.phase == pb.TRACE_PHASE_FINISHED for p in info.processes)
+
+
+def clock(at: float) -> str:
+    """An epoch time as this host's wall clock, to the millisecond."""
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
+
+
+def _phase(phase: int) -> str:
+    return pb.TracePhase.Name(phase).removeprefix("TRACE_PHASE_").lower()
+
+
+def _steps(p: pb.TraceProcess) -> str:
+    if p.start_step >= 0 and p.stop_step > p.start_step:
+        return f" (steps {p.start_step}-{p.stop_step - 1})"
+    if p.start_step >= 0:
+        return f" (from step {p.start_step})"
+    return ""
