@@ -41,7 +41,7 @@ def test_hostlists_expand_as_slurm_writes_them():
     ]
     assert hosts.expand("rack[1-2]-n[1-2]", "--hosts") == ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]
     assert hosts.expand("127.0.0.[2-4]", "--hosts") == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
-    assert hosts.collect(["node003", "node001", "node002", "login"]) == "login,node[001-003]"
+    assert hosts.as_hostlist(["node003", "node001", "node002", "login"]) == "login,node[001-003]"
 
 
 def test_a_bad_hostlist_is_a_usage_error_that_shows_the_syntax():

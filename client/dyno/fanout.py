@@ -160,7 +160,7 @@ def verdict(outcomes: Sequence[Outcome]) -> None:
     if all(o.state == UNREACHABLE for o in outcomes):
         raise CliError(f"no host could be reached ({summary(outcomes)})", EXIT_UNREACHABLE)
     raise CliError(
-        f"{len(missing)} of {_hosts(len(outcomes))} did not answer effective: {hosts.collect(missing)}",
+        f"{len(missing)} of {_hosts(len(outcomes))} did not answer effective: {hosts.as_hostlist(missing)}",
         EXIT_FAILED,
     )
 

@@ -56,7 +56,7 @@ def split_port(entry: str, default: int) -> Tuple[str, int]:
     return host, int(port)
 
 
-def collect(names: Sequence[str]) -> str:
+def as_hostlist(names: Sequence[str]) -> str:
     """Host names as one hostlist, as Slurm writes them: ``node[001-003,007]``."""
     return str(_hostlist().collect_hostlist(list(names)))
 
