@@ -13,26 +13,16 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
+from dyno.service_export import model
 from harness import BIN
+from msmonitor_plugin.service_profiler import schema
 
 T0 = 1_700_000_000_000_000_000  # epoch ns
 MS = 1_000_000
 PY_TID = 140_654_292_227_776  # a Python thread ident: beyond the 32 bits Perfetto reads a tid in
-SERVICE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT NOT NULL, value TEXT NOT NULL, ts_ns INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS spans (name TEXT, domain TEXT, start_ns INTEGER, end_ns INTEGER, tid INTEGER,
-                                  rid TEXT, attrs TEXT);
-CREATE TABLE IF NOT EXISTS events (name TEXT, domain TEXT, ts_ns INTEGER, tid INTEGER, rid TEXT, attrs TEXT);
-CREATE TABLE IF NOT EXISTS metrics (name TEXT, domain TEXT, ts_ns INTEGER, tid INTEGER, rid TEXT, value REAL,
-                                    kind TEXT, scope TEXT);
-CREATE TABLE IF NOT EXISTS links (from_rid TEXT, to_rid TEXT, domain TEXT, ts_ns INTEGER);
-"""
-OPERATOR_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api (name TEXT, start_ns INTEGER, end_ns INTEGER, tid INTEGER,
-                                correlation_id INTEGER);
-CREATE TABLE IF NOT EXISTS kernel (name TEXT, type TEXT, start_ns INTEGER, end_ns INTEGER, device INTEGER,
-                                   stream INTEGER, correlation_id INTEGER);
-"""
+# The tables as the plugin creates them.
+SERVICE_SCHEMA = ";\n".join(table.create() for table in schema.SERVICE_TABLES)
+OPERATOR_SCHEMA = ";\n".join(table.create() for table in schema.OPERATOR_TABLES)
 Rows = Dict[str, Sequence[Tuple[Any, ...]]]
 FRONTEND: Rows = {  # nodeA-100: receives request r1 and answers it
     "meta": [("hostname", "nodeA", T0), ("pid", "100", T0), ("role", "frontend", T0)],
@@ -325,3 +315,11 @@ def test_exporting_needs_no_grpc_and_help_no_sqlite(prof_dir: Path, tmp_path: Pa
     assert loaded("grpc,google,cryptography", "--json", *args) == []
     assert (tmp_path / "out" / "profiler.db").exists()
     assert loaded("sqlite3,csv,dyno.commands.service", "--help") == []
+
+
+def test_each_row_type_has_its_tables_columns_in_order():
+    """The exporter's rows are the plugin's schema: profiler.db and the readers name fields after it."""
+    for table in schema.TABLES.values():
+        fields = model.ROW_TYPES[table.name].__dataclass_fields__
+        assert list(fields) == ["process", *table.column_names], table.name
+        assert isinstance(getattr(model.Recording(), table.name), list)
