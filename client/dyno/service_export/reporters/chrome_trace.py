@@ -88,18 +88,21 @@ def _metadata(recording: Recording, ids: TraceIds) -> Iterator[Dict[str, Any]]:
         yield _thread_name(ids.pid(process), _kernel_lane(device, stream), f"device {device} stream {stream}")
 
 
+def _complete(
+    name: str, category: Dict[str, str], start_ns: int, end_ns: int, where: Tuple[int, int], args: Any
+) -> Dict[str, Any]:
+    """A slice (``X``) on thread *where* (pid, tid); one that ends before it starts lasts 0."""
+    pid, tid = where
+    ts, dur = _us(start_ns), _us(max(end_ns - start_ns, 0))
+    return {"ph": "X", "name": name, **category, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
+
+
 def _slices(recording: Recording, ids: TraceIds) -> Iterator[Dict[str, Any]]:
     for s in recording.spans:
-        yield {
-            "ph": "X",
-            "name": s.name,
-            **_category(s.domain),
-            "ts": _us(s.start_ns),
-            "dur": _us(max(s.end_ns - s.start_ns, 0)),
-            "pid": ids.pid(s.process),
-            "tid": ids.tid(s.process, s.tid),
-            "args": _args(s.domain, s.rid, s.attrs),
-        }
+        where = (ids.pid(s.process), ids.tid(s.process, s.tid))
+        yield _complete(
+            s.name, _category(s.domain), s.start_ns, s.end_ns, where, _args(s.domain, s.rid, s.attrs)
+        )
     for e in recording.events:
         yield {
             "ph": "i",
@@ -134,32 +137,14 @@ def _counters(recording: Recording, ids: TraceIds) -> Iterator[Dict[str, Any]]:
 
 def _operators(recording: Recording, ids: TraceIds) -> Iterator[Dict[str, Any]]:
     for a in recording.api:
-        yield {
-            "ph": "X",
-            "name": a.name,
-            "cat": "api",
-            "ts": _us(a.start_ns),
-            "dur": _us(max(a.end_ns - a.start_ns, 0)),
-            "pid": ids.pid(a.process),
-            "tid": ids.tid(a.process, a.tid),
-            "args": {"correlation_id": a.correlation_id},
-        }
+        where = (ids.pid(a.process), ids.tid(a.process, a.tid))
+        yield _complete(
+            a.name, {"cat": "api"}, a.start_ns, a.end_ns, where, {"correlation_id": a.correlation_id}
+        )
     for k in recording.kernel:
-        yield {
-            "ph": "X",
-            "name": k.name,
-            "cat": "kernel",
-            "ts": _us(k.start_ns),
-            "dur": _us(max(k.end_ns - k.start_ns, 0)),
-            "pid": ids.pid(k.process),
-            "tid": _kernel_lane(k.device, k.stream),
-            "args": {
-                "type": k.type,
-                "device": k.device,
-                "stream": k.stream,
-                "correlation_id": k.correlation_id,
-            },
-        }
+        where = (ids.pid(k.process), _kernel_lane(k.device, k.stream))
+        args = {"type": k.type, "device": k.device, "stream": k.stream, "correlation_id": k.correlation_id}
+        yield _complete(k.name, {"cat": "kernel"}, k.start_ns, k.end_ns, where, args)
 
 
 def _flows(recording: Recording, ids: TraceIds) -> Iterator[Dict[str, Any]]:
