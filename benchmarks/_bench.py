@@ -30,7 +30,7 @@ RESULTS_DIR = BENCH_DIR / "results"
 if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))
 
-from harness import Daemon, Workload, stop_process, wait_until  # noqa: E402
+from harness import Daemon, Workload, cpu_seconds, free_port, stop_process, wait_until  # noqa: E402
 
 __all__ = [
     "BENCH_DIR",
@@ -41,6 +41,7 @@ __all__ = [
     "Workload",
     "clean_env",
     "cpu_seconds",
+    "free_port",
     "percentile",
     "report",
     "running_daemon",
@@ -107,12 +108,6 @@ def running_daemon(*args: str) -> Iterator[Daemon]:
             yield daemon.start()
         finally:
             daemon.cleanup()  # stops it and removes its socket directory
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of process *pid*, all threads, from ``/proc/<pid>/stat`` (clock-tick resolution)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_schedstat_s(pid: int) -> float:

@@ -32,7 +32,7 @@ from typing import Iterator, List, Optional
 
 import grpc
 
-from _bench import Figure, Workload, percentile, report, running_daemon, stop_process, wait_until
+from _bench import Figure, Workload, percentile, report, running_daemon, stop_process
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import BIN, read_line_until
@@ -153,10 +153,9 @@ def hold_released_s(stub: pb_grpc.DynologStub, port: int, pid: int, out: Path, s
 
 def main() -> int:
     with running_daemon("--process-keepalive-s", "3") as daemon, tempfile.TemporaryDirectory() as tmp:
-        env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": "0"}
-        job = Workload("train.py", env, ("--step-ms", "10")).start()
+        job = Workload("train.py", daemon.plugin_env(RANK="0"), ("--step-ms", "10")).start()
         try:
-            wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
+            daemon.wait_registered(job.pid)
             with grpc.insecure_channel(f"localhost:{daemon.port}") as channel:
                 stub = pb_grpc.DynologStub(channel)
                 start_ms, stop_s = windows(stub, job.pid, Path(tmp))

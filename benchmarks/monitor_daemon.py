@@ -68,7 +68,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from _bench import Daemon, Figure, cpu_schedstat_s, cpu_seconds, proc_status, report, running_daemon
+from _bench import (
+    Daemon,
+    Figure,
+    cpu_schedstat_s,
+    cpu_seconds,
+    free_port,
+    proc_status,
+    report,
+    running_daemon,
+)
 from msmonitor_plugin import wire
 from msmonitor_plugin.link import UNSENT_RETRY_S, Backoff
 from msmonitor_plugin.monitor.aggregate import Aggregator
@@ -444,12 +453,6 @@ def window(before: Sample, after: Sample, reports: float) -> Dict[str, float]:
         "cpu_pct_schedstat": 100 * (after.sched - before.sched) / s,
         "cpu_us_per_report": 1e6 * (after.sched - before.sched) / max(reports, 1),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

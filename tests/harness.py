@@ -1,7 +1,9 @@
 """Real processes for tests: the daemon, `dyno`, and training jobs, each started and stopped by the test.
 
-Nothing here sleeps to synchronise: the daemon announces readiness on stdout, workloads announce
-themselves the same way, and state changes are awaited with :func:`wait_until` against a deadline.
+The one place for the helpers tests (and benchmarks/, through ``_bench``) share: a test module keeps
+only what is its own. Nothing here sleeps to synchronise: the daemon announces readiness on stdout,
+workloads announce themselves the same way, and state changes are awaited with :func:`wait_until`
+against a deadline.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +31,30 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 # Kineto polls every 1 s instead of 5 s with this base config (reference/kineto.md §5 run I).
 KINETO_1S_CONFIG = WORKLOADS / "kineto_1s.conf"
 T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 the OS just handed out and nobody listens on (until someone binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def proc_stat(pid: int) -> List[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and parentheses):
+    ``[0]`` the state, ``[1]`` the parent pid, ``[11]``/``[12]`` utime/stime in clock ticks. OSError when
+    the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def parent_of(pid: int) -> int:
+    return int(proc_stat(pid)[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process *pid*, all threads, from the kernel's accounting (clock-tick resolution)."""
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_until(probe: Callable[[], Optional[T]], timeout: float = 20.0, what: str = "condition") -> T:
@@ -198,9 +225,38 @@ class Daemon:
         """Environment for a process that should reach this daemon."""
         return {"KINETO_IPC_SOCKET_DIR": str(self.socket_dir)}
 
+    def plugin_env(self, **extra: str) -> Dict[str, str]:
+        """Environment for a job whose msmonitor plugin registers with this daemon, plus *extra*."""
+        return {**self.client_env(), "MSMONITOR_USE_DAEMON": "1", **extra}
+
+    def wait_registered(self, pid: int, backend: str = "torch", timeout: float = 20.0) -> None:
+        """Until process *pid* has registered with *backend* (the plugin in a PyTorch job: torch)."""
+        wait_until(
+            lambda: (self.process(pid) or {}).get("backend") == backend,
+            timeout,
+            what=f"process {pid} to register ({backend})",
+        )
+
     def kineto_env(self) -> Dict[str, str]:
         """Environment for stock PyTorch polling this daemon every second (not Kineto's 5 s)."""
         return {**self.client_env(), "KINETO_USE_DAEMON": "1", "KINETO_CONFIG": str(KINETO_1S_CONFIG)}
+
+
+def trainer(
+    daemon: Daemon,
+    start_workload: Callable[..., Workload],
+    rank: int = 0,
+    args: Sequence[str] = (),
+    script: str = "train.py",
+    **env: str,
+) -> Workload:
+    """A PyTorch job (tests/workloads/*script*, the plugin on) of *rank*, once registered with *daemon*.
+
+    *start_workload* is the fixture of that name (or anything taking ``script, env, *args``), which
+    stops the job at the end."""
+    job = start_workload(script, daemon.plugin_env(RANK=str(rank), **env), *args)
+    daemon.wait_registered(job.pid)
+    return job
 
 
 def nsenter(pid: int, cmd: Sequence[str]) -> List[str]:

@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from typing import List
 
 import pytest
 
-from harness import BIN, Daemon
+from harness import BIN, Daemon, free_port
 
 
 def dyno(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     return subprocess.run([str(BIN / "dyno"), *args], capture_output=True, text=True, timeout=60)
 
 
-def closed_port() -> int:
-    """A port the OS just handed out and nobody listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_unreachable_daemon_exits_3_and_says_where_and_what_to_check():
-    port = closed_port()
+    port = free_port()
     result = dyno("--port", str(port), "--timeout", "2", "status")
     assert result.returncode == 3
     assert f"cannot reach dynolog at localhost:{port}" in result.stderr
@@ -166,7 +158,7 @@ def test_status_without_certs_loads_no_cryptography(daemon: Daemon):
 
 
 def test_global_options_may_follow_the_command_and_then_win(daemon: Daemon):
-    port = closed_port()
+    port = free_port()
     after = dyno("--port", str(port), "processes", "--port", str(daemon.port), "--json")
     assert after.returncode == 0, after.stderr
     assert after.stdout.lstrip().startswith("["), "--json after the command took effect"

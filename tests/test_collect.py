@@ -133,8 +133,7 @@ def _trace_id(table: str, host: str) -> str:
 
 def test_fetch_serves_only_the_traces_own_files_and_not_found_for_another(start_daemon, tmp_path: Path):
     daemon: Daemon = start_daemon("--process-keepalive-s", "3")
-    env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": "0"}
-    job = Workload("train.py", env).start()
+    job = Workload("train.py", daemon.plugin_env(RANK="0")).start()
     try:
         wait_until(lambda: daemon.process(job.pid), what="the trainer to register")
         logs = tmp_path / "logs"

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from dynolog.config import DaemonConfig, expand_flagfiles, parse_args
 from dynolog.sinks import ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build
-from harness import BIN, REPO, Daemon, Workload, drain, read_line_until, stop_process, wait_until
+from harness import BIN, REPO, Daemon, Workload, drain, free_port, read_line_until, stop_process, wait_until
 from msmonitor_plugin import identity
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import VERSION as REPORT_VERSION
@@ -57,12 +56,6 @@ def run(cmd: List[str], **kwargs: Any) -> subprocess.CompletedProcess:  # type: 
         f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}{result.stderr}"
     )
     return result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- rendering --------------------------------------------------------------------------------------

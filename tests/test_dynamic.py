@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from harness import BIN, Daemon, Workload, read_line_until, stop_process, wait_until
+from harness import BIN, Daemon, Workload, read_line_until, stop_process, trainer, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -23,14 +23,9 @@ def daemon(start_daemon) -> Daemon:
     return start_daemon("--process-keepalive-s", "3")
 
 
-def plugin_env(daemon: Daemon, **env: str) -> Dict[str, str]:
-    return {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", **env}
-
-
-def trainer(daemon: Daemon, start_workload, rank: int = 0) -> Workload:
-    job = start_workload("train.py", plugin_env(daemon, RANK=str(rank)), "--step-ms", "10")
-    wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
-    return job
+def fast_trainer(daemon: Daemon, start_workload, rank: int = 0) -> Workload:
+    """A registered PyTorch job stepping every 10 ms."""
+    return trainer(daemon, start_workload, rank, args=("--step-ms", "10"))
 
 
 def dyno_dynamic(daemon: Daemon, *args: str) -> List[str]:
@@ -106,7 +101,7 @@ def step_of(daemon: Daemon, pid: int) -> int:
 def test_three_windows_are_three_prof_directories_each_covering_exactly_its_steps(
     daemon, start_workload, controllers, tmp_path
 ):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     out = tmp_path / "prof"
     session = controllers(daemon, "--pid", str(job.pid), "--output", str(out), "--aicpu", "--task-time=l1")
     attached = session.answer()
@@ -161,7 +156,7 @@ def test_three_windows_are_three_prof_directories_each_covering_exactly_its_step
 def test_a_second_controller_is_refused_with_the_holders_name_until_the_first_is_killed(
     daemon, start_workload, controllers, tmp_path
 ):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     first = controllers(daemon, "--pid", str(job.pid), "--output", str(tmp_path))
     assert first.answer()["ok"]
     holder = f"{getpass.getuser()} (uid {os.getuid()}, as its dyno says), dyno pid {first.proc.pid}"
@@ -182,7 +177,7 @@ def test_a_second_controller_is_refused_with_the_holders_name_until_the_first_is
 def test_a_controller_that_stops_answering_loses_its_hold(daemon, start_workload, controllers, tmp_path):
     """As when its host vanishes: the connection stays open, but nothing answers the daemon's pings.
     (How soon, about 3 s by design, is measured in benchmarks/dynamic.py.)"""
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     frozen = controllers(daemon, "--pid", str(job.pid), "--output", str(tmp_path))
     assert frozen.answer()["ok"]
     assert window_of(frozen.send("start"))["phase"] == "TRACE_PHASE_RUNNING"
@@ -201,7 +196,7 @@ def test_a_controller_that_stops_answering_loses_its_hold(daemon, start_workload
 
 
 def test_msprofs_limits_end_the_session_saying_why(daemon, start_workload, controllers, tmp_path):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     idle = controllers(daemon, "--pid", str(job.pid), "--output", str(tmp_path), "--idle-timeout", "0.5")
     assert idle.answer()["ok"]
     news = idle.answer()  # nothing typed: the idle timeout speaks
@@ -227,7 +222,7 @@ def test_msprofs_limits_end_the_session_saying_why(daemon, start_workload, contr
 def test_the_job_exiting_mid_window_closes_it_with_what_was_written_marked_incomplete(
     daemon, start_workload, controllers, tmp_path
 ):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     session = controllers(daemon, "--pid", str(job.pid), "--output", str(tmp_path))
     session.answer()
     started = session.send("start")
@@ -277,7 +272,7 @@ def test_launch_mode_starts_the_job_with_the_plugin_and_ends_with_its_exit_code(
 
 
 def test_several_pids_act_together_with_one_result_each(daemon, start_workload, tmp_path):
-    jobs = [trainer(daemon, start_workload, rank) for rank in (0, 1)]
+    jobs = [fast_trainer(daemon, start_workload, rank) for rank in (0, 1)]
     pids = ",".join(str(j.pid) for j in jobs)
     result = scripted(daemon, "start\nsleep 0.3\nstop\nquit\n", "--pid", pids, "--output", str(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -294,7 +289,7 @@ def test_several_pids_act_together_with_one_result_each(daemon, start_workload, 
 def test_a_container_pid_attaches(daemon, tmp_path):
     job = Workload(
         "train.py",
-        plugin_env(daemon, RANK="0"),
+        daemon.plugin_env(RANK="0"),
         ("--step-ms", "10"),
         launcher=["unshare", "--pid", "--fork", "--mount-proc"],
     )
@@ -320,7 +315,7 @@ def test_a_server_that_counts_no_steps_is_collected_at_once_and_msprofs_variable
     daemon, start_workload, tmp_path
 ):
     server = start_workload("serve.py", {**daemon.client_env(), "PROFILING_MODE": "dynamic"})
-    wait_until(lambda: (daemon.process(server.pid) or {}).get("backend") == "torch", what="registration")
+    daemon.wait_registered(server.pid)
     result = scripted(daemon, "start\nsleep 0.3\nstop\n", "--pid", str(server.pid), "--output", str(tmp_path))
     assert result.returncode == 0, result.stderr
     _, start, stop, quit = answers(result)  # the end of the script quits
@@ -335,7 +330,7 @@ def test_a_server_that_counts_no_steps_is_collected_at_once_and_msprofs_variable
 
 
 def test_bad_input_is_refused_naming_it(daemon, start_workload, tmp_path):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     result = scripted(daemon, "", "--pid", str(job.pid), "--output", str(tmp_path), "--task-time", "l9")
     assert result.returncode == 2 and "--task-time" in result.stderr
     nobody = scripted(daemon, "", "--pid", "999999", "--output", str(tmp_path))
@@ -344,7 +339,7 @@ def test_bad_input_is_refused_naming_it(daemon, start_workload, tmp_path):
 
 
 def test_a_scripted_session_in_text_reads_as_a_session(daemon, start_workload, tmp_path):
-    job = trainer(daemon, start_workload)
+    job = fast_trainer(daemon, start_workload)
     command = [
         str(BIN / "dyno"),
         "--port",

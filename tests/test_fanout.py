@@ -79,8 +79,7 @@ class Cluster:
 
     def train(self, address: str, rank: int) -> Workload:
         daemon = self.daemons[address]
-        env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank)}
-        job = self.jobs[address] = Workload("train.py", env).start()
+        job = self.jobs[address] = Workload("train.py", daemon.plugin_env(RANK=str(rank))).start()
         wait_until(
             lambda: any(p["pid"] == job.pid and p["backend"] == "torch" for p in self.processes(address)),
             what=f"the trainer behind {address} to register",

@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from harness import Daemon, Workload, read_line_until, wait_until
+from harness import Daemon, Workload, read_line_until, trainer, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -38,10 +38,8 @@ def daemon(start_daemon) -> Daemon:
 
 
 def start_job(daemon: Daemon, start_workload, slow_file: Path, rank: int = 0) -> Workload:
-    env = {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank), "WORLD_SIZE": "3"}
-    job = start_workload("slowdown.py", env, "--slow-file", str(slow_file))
-    wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="the job to register")
-    return job
+    args = ("--slow-file", str(slow_file))
+    return trainer(daemon, start_workload, rank, args, script="slowdown.py", WORLD_SIZE="3")
 
 
 def monitor(daemon: Daemon, auto_trace: str, *pids: int) -> None:

@@ -14,24 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from harness import BIN, Daemon, read_line_until, stop_process, wait_until
+from harness import BIN, Daemon, free_port, read_line_until, stop_process, trainer, wait_until
 from msmonitor_plugin import wire
 
 pytestmark = pytest.mark.torch
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def trainer(daemon: Daemon, start_workload, rank: int = 0):
-    job = start_workload("train.py", {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank)})
-    wait_until(
-        lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="the trainer to register"
-    )
-    return job
 
 
 def monitor_state(daemon: Daemon, pid: int) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 import peers
-from harness import Daemon, wait_until
+from harness import Daemon, cpu_seconds, parent_of, proc_stat, wait_until
 
 # The first test also builds MindSpore's virtual environment (a ~1 GB download on a fresh machine).
 pytestmark = pytest.mark.timeout(1800)
@@ -114,17 +114,16 @@ def job(jobs: Jobs) -> peers.PeerWorkload:
 def alive(pid: int) -> bool:
     """Running (a zombie waiting for init to reap it has ended)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return proc_stat(pid)[0] != "Z"
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def children(pid: int) -> List[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+            if parent_of(int(stat.parent.name)) == pid:
                 found.append(int(stat.parent.name))
     return found
 
@@ -134,12 +133,6 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of *pid*, from the kernel's accounting (clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def shared_memory_text(job: peers.PeerWorkload) -> str:

@@ -22,7 +22,7 @@ import pytest
 
 import peers
 from fake_mspti import fake_mspti_build
-from harness import BIN, Daemon, Workload, read_line_until, stop_process, wait_until
+from harness import BIN, Daemon, Workload, parent_of, read_line_until, stop_process, wait_until
 
 # torch_npu's helper prints this (stdout, dyno mode) each time a poll brought it a command.
 HELPER_TOOK_A_COMMAND = "Dynolog profiler process load json success"
@@ -78,11 +78,6 @@ def next_kernels_of(daemon: Daemon, pid: int, timeout: float = 60) -> Dict[str, 
                 return kernels[0]  # type: ignore[no-any-return]
     finally:
         stop_process(watch)
-
-
-def parent_of(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def output_after_stop(job: Workload) -> List[str]:

@@ -10,17 +10,13 @@ import subprocess
 import pytest
 
 from dynolog.registry import inner_pid
-from harness import BIN, Daemon, Workload, read_line_until, wait_until
+from harness import BIN, Daemon, Workload, parent_of, read_line_until, wait_until
 
 pytestmark = pytest.mark.torch
 
 
-def plugin_env(daemon: Daemon, **extra: str) -> dict:
-    return {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", **extra}
-
-
 def test_a_training_process_registers_with_its_rank_and_job(daemon, start_workload):
-    job = start_workload("train.py", plugin_env(daemon, RANK="3", LOCAL_RANK="1", MSMONITOR_JOB_ID="42"))
+    job = start_workload("train.py", daemon.plugin_env(RANK="3", LOCAL_RANK="1", MSMONITOR_JOB_ID="42"))
     process = wait_until(lambda: daemon.process(job.pid), what="the trainer to register")
     assert process["rank"] == 3
     assert process["local_rank"] == 1
@@ -39,7 +35,7 @@ def test_a_training_process_registers_with_its_rank_and_job(daemon, start_worklo
 
 
 def test_a_process_that_exits_leaves_at_once(daemon, start_workload):
-    job = start_workload("train.py", plugin_env(daemon))
+    job = start_workload("train.py", daemon.plugin_env())
     wait_until(lambda: daemon.process(job.pid), what="registration")
     assert job.stop() == 0
     wait_until(lambda: daemon.process(job.pid) is None, timeout=5, what="the goodbye to remove it")
@@ -47,7 +43,7 @@ def test_a_process_that_exits_leaves_at_once(daemon, start_workload):
 
 def test_the_goodbye_alone_removes_a_process(daemon, start_workload):
     """The process stays alive and the keep-alive is 60 s: only its goodbye can remove it."""
-    job = start_workload("idle.py", plugin_env(daemon), "--init", "--leave")
+    job = start_workload("idle.py", daemon.plugin_env(), "--init", "--leave")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     assert job.proc is not None and job.proc.stdin is not None
     job.proc.stdin.write("leave\n")
@@ -60,7 +56,7 @@ def test_the_goodbye_alone_removes_a_process(daemon, start_workload):
 def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start_daemon, start_workload):
     keepalive = 3.0  # the plugin heartbeats every second; the daemon sweeps every 0.75 s
     daemon = start_daemon("--process-keepalive-s", str(keepalive))
-    job = start_workload("idle.py", plugin_env(daemon), "--init")
+    job = start_workload("idle.py", daemon.plugin_env(), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     assert job.proc is not None
     job.proc.send_signal(signal.SIGSTOP)  # alive in /proc, silent: only the keep-alive can expire it
@@ -82,14 +78,14 @@ def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start
 
 def test_a_killed_process_is_forgotten(start_daemon, start_workload):
     daemon = start_daemon("--process-keepalive-s", "60")
-    job = start_workload("idle.py", plugin_env(daemon), "--init")
+    job = start_workload("idle.py", daemon.plugin_env(), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     job.kill()  # no goodbye: its /proc entry is gone, which the sweep notices
     wait_until(lambda: daemon.process(job.pid) is None, timeout=15, what="the sweep to notice")
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
-    job = start_workload("idle.py", plugin_env(daemon, RANK="5"), "--init")
+    job = start_workload("idle.py", daemon.plugin_env(RANK="5"), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
     daemon.restart()  # the new daemon knows nobody: the plugin's next heartbeat must register it again
     process = wait_until(lambda: daemon.process(job.pid), timeout=15, what="re-registration")
@@ -107,7 +103,7 @@ def test_stock_pytorch_registers_as_a_kineto_client(daemon, start_workload):
 
 
 def test_plugin_and_kineto_in_one_process_are_one_process(daemon, start_workload):
-    env = {**daemon.kineto_env(), **plugin_env(daemon, RANK="0")}
+    env = {**daemon.kineto_env(), **daemon.plugin_env(RANK="0")}
     job = start_workload("train.py", env)
     both = ["CLIENT_KIND_PLUGIN", "CLIENT_KIND_KINETO"]
     wait_until(lambda: (daemon.process(job.pid) or {}).get("clients") == both, what="both clients")
@@ -123,7 +119,7 @@ def test_explicit_init_without_torch(daemon, start_workload):
 def test_a_process_in_its_own_pid_namespace_is_targeted_by_either_pid(daemon, tmp_path):
     """As in a container: the process sees itself as pid 1; the daemon sees its host pid too."""
     job = Workload(
-        "train.py", plugin_env(daemon, RANK="0"), launcher=["unshare", "--pid", "--fork", "--mount-proc"]
+        "train.py", daemon.plugin_env(RANK="0"), launcher=["unshare", "--pid", "--fork", "--mount-proc"]
     )
     try:
         job.start()
@@ -176,11 +172,11 @@ def test_the_daemon_and_dyno_never_register_themselves(tmp_path, start_workload)
 
 def test_only_processes_that_run_a_framework_or_call_init_register(daemon, start_workload):
     """Every interpreter inherits MSMONITOR_USE_DAEMON: multiprocessing's resource tracker is no job."""
-    job = start_workload("train.py", plugin_env(daemon), "--resource-tracker")
+    job = start_workload("train.py", daemon.plugin_env(), "--resource-tracker")
     wait_until(lambda: daemon.process(job.pid), what="the training process to register")
     tracker = wait_until(lambda: _child_running(job.pid, "resource_tracker"), what="the resource tracker")
-    plain = start_workload("idle.py", plugin_env(daemon))  # a Python tool that imports no framework
-    explicit = start_workload("idle.py", plugin_env(daemon), "--init")
+    plain = start_workload("idle.py", daemon.plugin_env())  # a Python tool that imports no framework
+    explicit = start_workload("idle.py", daemon.plugin_env(), "--init")
     wait_until(lambda: daemon.process(explicit.pid), what="the explicit init to register")
     registered = {p["pid"] for p in daemon.processes()}
     assert registered == {job.pid, explicit.pid}, (registered, tracker, plain.pid)
@@ -192,8 +188,7 @@ def _child_running(parent: int, needle: str) -> int:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            ppid = parent_of(int(entry))
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read()
         except (OSError, ValueError, IndexError):

@@ -54,9 +54,9 @@ CASES: Dict[str, Tuple[str, Callable[[Path], List[str]]]] = {
 
 
 def run_job(daemon: Daemon, launcher: Sequence[str]) -> Workload:
-    job = Workload("train.py", {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1"}, launcher=launcher)
+    job = Workload("train.py", daemon.plugin_env(), launcher=launcher)
     job.start()
-    wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
+    daemon.wait_registered(job.pid)
     return job
 
 

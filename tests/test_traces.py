@@ -11,7 +11,7 @@ import pytest
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import Daemon, Workload, wait_until
+from harness import Daemon, Workload, trainer, wait_until
 from msmonitor_plugin import wire
 
 pytestmark = pytest.mark.torch
@@ -22,16 +22,6 @@ def daemon(start_daemon) -> Daemon:
     # A 3 s keep-alive makes plugins heartbeat every second, so the step the daemon last heard of
     # lags the real one by about 50 steps (at 20 ms a step): future start steps below allow for that.
     return start_daemon("--process-keepalive-s", "3")
-
-
-def trainer(daemon: Daemon, start_workload, rank: int = 0, **env: str):
-    job = start_workload(
-        "train.py", {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1", "RANK": str(rank), **env}
-    )
-    wait_until(
-        lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="the trainer to register"
-    )
-    return job
 
 
 def kineto_trainer(daemon: Daemon, start_workload):
@@ -341,12 +331,12 @@ def test_a_full_filesystem_fails_the_trace_saying_so_and_the_job_trains_on(daemo
     mount = 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"'
     job = Workload(
         "train.py",
-        {**daemon.client_env(), "MSMONITOR_USE_DAEMON": "1"},
+        daemon.plugin_env(),
         launcher=["unshare", "--mount", "--", "sh", "-c", mount, str(full)],
     )
     try:
         job.start()
-        wait_until(lambda: (daemon.process(job.pid) or {}).get("backend") == "torch", what="registration")
+        daemon.wait_registered(job.pid)
         reply = daemon.dyno_json("nputrace", "--iterations", "20", "--log-file", str(full), "--wait")
         process = reply["trace"]["processes"][0]
         assert process["phase"] == "TRACE_PHASE_FAILED"

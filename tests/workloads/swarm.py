@@ -113,7 +113,7 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:  # run as a script: the harness lives one folder up
     sys.path.insert(0, str(TESTS))
 
-from harness import Daemon, read_line_until, stop_process, wait_until  # noqa: E402
+from harness import Daemon, cpu_seconds, read_line_until, stop_process, wait_until  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()
 JOB_BASE = 7000  # job ids JOB_BASE .. JOB_BASE + jobs - 1
@@ -1012,11 +1012,6 @@ def rss_kib(pid: int) -> int:
 def run_delay_s(pid: int) -> float:
     """Seconds the main thread of *pid* (the daemon's event loop: the IPC) spent runnable but not running."""
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 COMMANDS_PER_JOB = 6  # in command_plan
