@@ -7,15 +7,22 @@ import asyncio
 import itertools
 from typing import Sequence
 
-from dynolog.commands import CommandPipeline, CommandResult
 from dynolog.delivery import Delivery
 from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
+from dynolog.model import (
+    AttachCommand,
+    CommandResult,
+    GpuTraceCommand,
+    NpuMonitorCommand,
+    NpuTraceCommand,
+    Targets,
+)
+from dynolog.pipeline import CommandPipeline
 from dynolog.registry import ClientKind, ProcessRecord, Registry
 from dynolog.traces import TraceStore
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, Reason, TracePhase, TraceState
 
@@ -44,10 +51,8 @@ class Node:
         return self.registry.poll(pid, 0, wire.KinetoRequest(3, 7, (pid,)), b"\0test\0", ClientKind.KINETO)
 
 
-def nputrace(start_step: int = -1, **targets: object) -> pb.NpuTraceRequest:
-    return pb.NpuTraceRequest(
-        log_file="/t", iterations=1, start_step=start_step, targets=pb.Targets(**targets)
-    )
+def nputrace(start_step: int = -1, **targets: object) -> NpuTraceCommand:
+    return NpuTraceCommand(log_file="/t", iterations=1, start_step=start_step, targets=Targets(**targets))
 
 
 def reasons(result: CommandResult) -> list:
@@ -60,7 +65,7 @@ def test_nothing_registered_and_nothing_matched_are_refused_before_any_process()
     assert (empty.effective, empty.reason) == (False, Reason.NO_PROCESS_REGISTERED)
     assert "MSMONITOR_USE_DAEMON=1" in empty.message
     node.plugin(rank=0)
-    none = node.pipeline.decide(node.nputrace, nputrace(job_id=99, ranks=[3]))
+    none = node.pipeline.decide(node.nputrace, nputrace(job_id=99, ranks=(3,)))
     assert (none.reason, none.outcomes) == (Reason.NO_PROCESS_MATCHED, [])
     assert "none of the 1 registered processes matches job 99 and ranks 3" in none.message
 
@@ -68,7 +73,7 @@ def test_nothing_registered_and_nothing_matched_are_refused_before_any_process()
 def test_the_limit_keeps_the_lowest_ranks_that_can_take_it():
     node = Node()
     spare, free, busy = node.plugin(rank=2), node.plugin(rank=1), node.plugin(rank=0)
-    busy.trace_state = TraceState.RUNNING
+    busy.framework_trace = TraceState.RUNNING
     result = node.pipeline.decide(node.nputrace, nputrace(process_limit=1))
     assert [o.record for o in result.outcomes] == [busy, free, spare]  # rank order, not arrival order
     assert reasons(result) == [Reason.TRACE_BUSY, None, Reason.PROCESS_LIMIT]
@@ -79,9 +84,9 @@ def test_capability_by_client_stock_kineto_takes_gputrace_only():
     node.kineto()
     refused = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(refused) == [Reason.NOT_SUPPORTED] and refused.reason is Reason.NOT_SUPPORTED
-    taken = node.pipeline.decide(node.gputrace, pb.GpuTraceRequest(log_file="/t.json", iterations=1))
+    taken = node.pipeline.decide(node.gputrace, GpuTraceCommand(log_file="/t.json", iterations=1))
     assert taken.effective
-    monitor = node.pipeline.decide(node.npumonitor, pb.NpuMonitorRequest(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
     assert reasons(monitor) == [Reason.NOT_SUPPORTED]
 
 
@@ -89,19 +94,19 @@ def test_nputrace_and_npu_monitor_exclude_each_other_per_process():
     node = Node()
     monitoring, tracing, waiting = node.plugin(rank=0), node.plugin(rank=1), node.plugin(rank=2)
     monitoring.monitor_state = MonitorState.RUNNING
-    tracing.trace_state = TraceState.RUNNING
+    tracing.framework_trace = TraceState.RUNNING
     waiting.outbox = "NPU_MONITOR_START=true"  # an earlier command its client has not polled for yet
     trace = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(trace) == [Reason.NPU_MONITOR_RUNNING, Reason.TRACE_BUSY, Reason.TRACE_BUSY]
-    monitor = node.pipeline.decide(node.npumonitor, pb.NpuMonitorRequest(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
     assert reasons(monitor) == [None, Reason.NPU_TRACE_RUNNING, Reason.TRACE_BUSY]
 
 
 def test_a_trace_waiting_for_its_step_blocks_a_plugin_monitor_but_not_a_framework_one():
     node = Node()
     plugin, framework = node.plugin(rank=0), node.plugin(rank=1, capabilities=["msmonitor", "npumonitor"])
-    plugin.trace_state = framework.trace_state = TraceState.READY
-    monitor = node.pipeline.decide(node.npumonitor, pb.NpuMonitorRequest(start=True))
+    plugin.framework_trace = framework.framework_trace = TraceState.READY
+    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
     assert reasons(monitor) == [Reason.NPU_TRACE_RUNNING, None]
 
 
@@ -143,7 +148,7 @@ def test_attaching_ignores_what_runs_there_but_not_another_controller():
     monitored, _free, held = (node.plugin(rank, kinds) for rank in (0, 1, 2))
     monitored.monitor_state = MonitorState.RUNNING
     holds.take(held.host_pid, Hold(1, "'alice' (certificate)", "dyno pid 7 on node03", since=0.0))
-    mine = SessionRequest(pb.DynamicAttach(output="/p"), Hold(2, "bob", "dyno pid 8 on node04"))
+    mine = SessionRequest(AttachCommand(output="/p"), Hold(2, "bob", "dyno pid 8 on node04"))
 
     attached = node.pipeline.decide(attach, mine)
     assert reasons(attached) == [None, None, Reason.HELD]

@@ -21,6 +21,7 @@ from dynolog.incidents.baseline import Reference, Rule, Series
 from dynolog.incidents.detector import SLOWDOWN, STRAGGLER, Detection, Detector, Settings, Who
 from dynolog.incidents.incident import Incident
 from dynolog.incidents.store import IncidentStore
+from dynolog.model import AutoTraceRule
 from dynolog.sinks import Mark, ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink
@@ -241,7 +242,7 @@ def test_incidents_survive_reopening_the_store(tmp_path: Path) -> None:
 
 def test_cooldown_per_process_and_max_per_day_per_job() -> None:
     store = IncidentStore(":memory:")
-    rule = pb.AutoTrace(cooldown_s=600, max_per_day=2)
+    rule = AutoTraceRule(cooldown_s=600, max_per_day=2)
     traced = store.add(incident(100, at=1000.0))
     traced.traced = True
     store.update(traced)

@@ -30,7 +30,7 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
     registry.plugin_hello(PID, 0, stale, b"\0t\0")
     plugin.hello(record, stale)
     assert trace.done and traces.active(PID) is None
-    assert record.trace_state is TraceState.IDLE, "the process is free for the next trace"
+    assert traces.slot_of(record).state is TraceState.IDLE, "the process is free for the next trace"
     assert [phase for phase, _ in trace.processes[PID].history][-1] is TracePhase.FINISHED
 
 

@@ -106,7 +106,7 @@ class IpcDispatcher:
             return
         self.node.delivery.plugin_seen(sender.pid, endpoint)
         self.node.plugin.hello(record, hello)  # first: it adopts a trace a previous daemon started
-        self.node.npumonitor.hello(record)
+        self.node.delivery.heartbeat(record)
         self.node.incidents.hello(record)
 
     def _on_bye(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
@@ -141,8 +141,9 @@ class IpcDispatcher:
         """msMonitor's status structs (torch_npu / MindSpore through IPCMonitor): kept per process."""
         status = wire.NpuStatus.unpack(datagram.payload)
         record = self._registered(sender, datagram)
-        self.node.registry.npu_status(record, datagram.type == wire.NPU_MONITOR_STATUS, status)
-        if datagram.type == wire.NPU_TRACE_STATUS:
+        if datagram.type == wire.NPU_MONITOR_STATUS:
+            self.node.msmonitor.monitor_status(record, status)
+        else:
             self.node.msmonitor.trace_status(record, status)
 
     # --- helpers --------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import stat
 from dataclasses import dataclass
 from typing import AsyncIterator, BinaryIO, Iterator, List, Optional, Sequence
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.vocabulary import TracePhase
 
 from .paths import check_output_path
@@ -99,50 +98,42 @@ def _open(path: str, uid: int) -> BinaryIO:
         raise
 
 
-def _header(entry: Entry, host: str) -> pb.FileChunk:
-    p = entry.process
-    return pb.FileChunk(
-        host=host,
-        pid=p.pid,
-        host_pid=p.host_pid,
-        rank=p.rank,
-        name=entry.name,
-        path=entry.path,
-        trace=entry.trace,
-        error=entry.error,
-    )
+@dataclass(frozen=True)
+class Piece:
+    """What the stream carries: one chunk of one file, or why the file (or process) is not sent."""
+
+    entry: Entry
+    error: str = ""
+    size: int = 0  # of the whole file
+    offset: int = 0
+    data: bytes = b""
 
 
-async def chunks(trace: Trace, roots: Sequence[str], host: str) -> AsyncIterator[pb.FileChunk]:
-    """The trace's files as chunks, one file after the other; a file that cannot be read is one chunk
+async def chunks(trace: Trace, roots: Sequence[str]) -> AsyncIterator[Piece]:
+    """The trace's files as chunks, one file after the other; a file that cannot be read is one piece
     with its error, and the next file follows. Disk reads run off the event loop."""
     for entry in entries(trace, roots):
-        header = _header(entry, host)
         if entry.error:
-            yield header
+            yield Piece(entry, entry.error)
             continue
-        async for chunk in _file_chunks(entry, header):
-            yield chunk
+        async for piece in _file_chunks(entry):
+            yield piece
 
 
-async def _file_chunks(entry: Entry, header: pb.FileChunk) -> AsyncIterator[pb.FileChunk]:
+async def _file_chunks(entry: Entry) -> AsyncIterator[Piece]:
     try:
         f = await asyncio.to_thread(_open, entry.path, entry.process.uid)
     except OSError as exc:
-        header.error = str(exc) if not exc.strerror else f"{entry.path}: {exc.strerror.lower()}"
-        yield header
+        yield Piece(entry, str(exc) if not exc.strerror else f"{entry.path}: {exc.strerror.lower()}")
         return
     with f:
-        header.size = os.fstat(f.fileno()).st_size
+        size = os.fstat(f.fileno()).st_size
         offset = 0
         while True:
             data: Optional[bytes] = await asyncio.to_thread(f.read, CHUNK_BYTES)
             if not data and offset:  # an empty file is still one chunk: the reader makes it
                 return
-            chunk = pb.FileChunk()
-            chunk.CopyFrom(header)
-            chunk.offset, chunk.data = offset, data or b""
-            yield chunk
-            offset += len(chunk.data)
+            yield Piece(entry, size=size, offset=offset, data=data or b"")
+            offset += len(data or b"")
             if not data:
                 return

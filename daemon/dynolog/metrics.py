@@ -12,7 +12,6 @@ import json
 import socket
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.records import HOST, Kind
 from msmonitor_plugin.monitor.report import (
@@ -26,11 +25,14 @@ from msmonitor_plugin.monitor.report import (
 
 from . import targeting
 from .drops import Drops
+from .model import Targets
 from .registry import ProcessRecord, Registry
 from .sinks import Mark, ProcessLabels, Sinks, SinkWorker
 from .sinks.prometheus import PrometheusSink
 
 MAX_PARTIAL_REPORTS = 4  # reports of one process being reassembled at once
+
+Watched = Tuple[ProcessRecord, Report]  # a report, and the process it came from
 
 
 def labels_of(record: ProcessRecord, hostname: str) -> ProcessLabels:
@@ -44,11 +46,10 @@ class Metrics:
         self.registry = registry
         self._drops = drops
         self._sinks = SinkWorker(sinks or Sinks([]), drops)
-        self._hostname = socket.gethostname()
-        # host pid -> its latest report, converted for gRPC only when someone watches
-        self._latest: Dict[int, Tuple[ProcessRecord, Report]] = {}
+        self.hostname = socket.gethostname()
+        self._latest: Dict[int, Watched] = {}  # host pid -> its latest report
         self._assemblers: Dict[int, ChunkAssembler] = {}  # per host pid: a peer cannot pose as another
-        self._watchers: Set[asyncio.Queue[pb.MetricsReport]] = set()
+        self._watchers: Set[asyncio.Queue[Watched]] = set()
         # Told of every whole report, after the sinks (incident detection).
         self.report_listeners: List[Callable[[ProcessRecord, Report], None]] = []
         drops.source(lambda: {"partial_reports": sum(a.incomplete for a in self._assemblers.values())})
@@ -97,21 +98,21 @@ class Metrics:
     def forget(self, record: ProcessRecord) -> None:
         self._latest.pop(record.host_pid, None)
         self._assemblers.pop(record.host_pid, None)
-        self._sinks.forget(labels_of(record, self._hostname))
+        self._sinks.forget(labels_of(record, self.hostname))
 
     # --- watchers -----------------------------------------------------------------------------------
 
-    def watch(self, targets: pb.Targets, latest: bool) -> asyncio.Queue[pb.MetricsReport]:
-        queue: asyncio.Queue[pb.MetricsReport] = asyncio.Queue(maxsize=1000)
+    def watch(self, targets: Targets, latest: bool) -> asyncio.Queue[Watched]:
+        queue: asyncio.Queue[Watched] = asyncio.Queue(maxsize=1000)
         if latest:
             for record in targeting.select(self.registry, targets):
                 kept = self._latest.get(record.host_pid)
                 if kept is not None:
-                    queue.put_nowait(to_proto(*kept, self._hostname))
+                    queue.put_nowait(kept)
         self._watchers.add(queue)
         return queue
 
-    def unwatch(self, queue: asyncio.Queue[pb.MetricsReport]) -> None:
+    def unwatch(self, queue: asyncio.Queue[Watched]) -> None:
         self._watchers.discard(queue)
 
     def close(self) -> None:
@@ -126,59 +127,18 @@ class Metrics:
 
     def _publish(self, record: ProcessRecord, report: Report) -> None:
         self._received += 1
-        self._latest[record.host_pid] = (record, report)
+        self._latest[record.host_pid] = message = (record, report)
         if self._watchers:
-            message = to_proto(record, report, self._hostname)
             for queue in list(self._watchers):
                 if queue.full():  # a watcher that does not read loses old reports, never the daemon's time
                     queue.get_nowait()
                     self._drops.add("watch_queue")
                 queue.put_nowait(message)
                 self._watched += 1
-        self._sinks.emit(labels_of(record, self._hostname), report)
+        self._sinks.emit(labels_of(record, self.hostname), report)
         for listener in self.report_listeners:
             listener(record, report)
 
     def mark(self, record: ProcessRecord, mark: Mark) -> None:
         """An event at one of *record*'s reports, for the sinks that show such (TensorBoard)."""
-        self._sinks.mark(labels_of(record, self._hostname), mark)
-
-
-def to_proto(record: ProcessRecord, report: Report, hostname: str) -> pb.MetricsReport:
-    return pb.MetricsReport(
-        hostname=record.hostname or hostname,
-        pid=record.pid,
-        host_pid=record.host_pid,
-        rank=record.rank,
-        job_id=record.job_id,
-        seq=report.seq,
-        backend=report.backend,
-        start_ns=report.start_ns,
-        end_ns=report.end_ns,
-        sampled_ns=report.sampled_ns,
-        kinds=[_kind(k) for k in report.kinds],
-        dropped=report.dropped,
-        unavailable=report.unavailable,
-        final=report.final,
-    )
-
-
-def _kind(k: KindStat) -> pb.KindStats:
-    return pb.KindStats(
-        kind=k.kind.label,
-        device=k.device,
-        count=k.count,
-        total_ns=k.total_ns,
-        min_ns=k.min_ns,
-        max_ns=k.max_ns,
-        mean_ns=k.mean_ns,
-        distinct=k.distinct,
-        top=[_name(n) for n in k.top],
-        other=_name(k.other),
-    )
-
-
-def _name(n: NameStat) -> pb.NameStats:
-    return pb.NameStats(
-        name=n.name, domain=n.domain or "", count=n.count, total_ns=n.total_ns, mean_ns=n.mean_ns
-    )
+        self._sinks.mark(labels_of(record, self.hostname), mark)

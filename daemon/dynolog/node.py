@@ -8,7 +8,6 @@ from typing import Callable, List, Optional
 from .clients.kineto import KinetoClient
 from .clients.msmonitor import MsMonitorClient
 from .clients.plugin import PluginClient
-from .commands import CommandPipeline
 from .delivery import Delivery
 from .drops import Drops
 from .incidents import IncidentSettings, IncidentWatch
@@ -17,6 +16,7 @@ from .kinds.gputrace import GpuTrace
 from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
 from .metrics import Metrics
+from .pipeline import CommandPipeline
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
 from .sinks.prometheus import PrometheusSink

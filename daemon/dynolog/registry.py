@@ -10,7 +10,6 @@ record (it is where that process's framework takes commands), so one rank is one
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import os
 import time
@@ -18,23 +17,15 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from msmonitor_plugin import identity, wire
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
+from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TraceState
+
+from .changed import Changed
 
 
 class ClientKind(enum.Enum):
     PLUGIN = "plugin"  # this project's plugin (mm.hello)
     KINETO = "kineto"  # stock PyTorch: polls with req, runs gputrace configs
     MSMONITOR = "msmonitor"  # msMonitor's contract (ctxt, req, status structs): torch_npu, MindSpore
-
-
-# msMonitor's status struct values.
-_NPU_TRACE_STATES = {
-    -1: TraceState.UNINITIALIZED,
-    0: TraceState.IDLE,
-    1: TraceState.RUNNING,
-    2: TraceState.READY,
-}
-_NPU_MONITOR_STATES = {-1: MonitorState.UNINITIALIZED, 0: MonitorState.IDLE, 1: MonitorState.RUNNING}
 
 
 @dataclass
@@ -62,8 +53,11 @@ class ProcessRecord:
     # A command staged for a client that polls (Kineto, msMonitor's), taken by its next `req`.
     outbox: Optional[str] = None
     context: Optional[Tuple[int, int]] = None  # the (job, device) of its last ctxt
-    trace_steps: Tuple[int, int] = (-1, -1)  # start and stop step of the trace that is ready or running
-    trace_state: TraceState = TraceState.UNINITIALIZED
+    # The trace slot as a framework that runs its own profiler reports it (msMonitor's status structs,
+    # Kineto's polls), with the steps of the trace that is ready or running. What this daemon staged is
+    # the trace store's to say (TraceStore.state_of).
+    framework_trace: TraceState = TraceState.UNINITIALIZED
+    framework_steps: Tuple[int, int] = (-1, -1)
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
     registered_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.monotonic)
@@ -139,8 +133,8 @@ class Registry:
         self._by_pid: Dict[int, ProcessRecord] = {}
         # ctxt registrations (job, device) -> pids, answered with their count as dynolog does.
         self._contexts: Dict[Tuple[int, int], Set[int]] = {}
-        # Set, then replaced, whenever a process registers or changes its backend (imports a framework).
-        self.changed = asyncio.Event()
+        # A process registered or changed its backend (imported a framework).
+        self.changed = Changed()
         # Framework helpers folded into their training process: helper host pid -> the job's host pid.
         self._helpers: Dict[int, int] = {}
         # Helpers whose training process is gone, still polling (schedulers kill the job, and the helper
@@ -216,8 +210,8 @@ class Registry:
         if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
             record.job_id = request.job_id
             record.ancestors = tuple(request.pids[1:])
-            if record.trace_state is TraceState.UNINITIALIZED:
-                record.trace_state = TraceState.IDLE
+            if record.framework_trace is TraceState.UNINITIALIZED:
+                record.framework_trace = TraceState.IDLE
         return record
 
     def plugin_hello(
@@ -239,27 +233,15 @@ class Registry:
         record.capabilities = tuple(hello.capabilities)
         record.service = hello.service
         record.current_step = max(record.current_step, hello.step)
-        # What the plugin runs itself, its word on is authoritative (and survives a daemon restart);
-        # the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
-        if "push" in hello.capabilities and CommandKind.NPUTRACE.value in hello.capabilities:
-            phase = TracePhase.reported(hello.trace_phase)
-            record.trace_state = phase.state() if phase is not None else TraceState.IDLE
+        # The traces the plugin runs itself are the trace store's (it adopts what the hello names after a
+        # daemon restart); the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
+        if record.runs_itself(CommandKind.NPUTRACE):
+            record.framework_trace = TraceState.IDLE
         if "push" in hello.capabilities and hello.monitor_state in (MonitorState.IDLE, MonitorState.RUNNING):
             record.monitor_state = MonitorState(hello.monitor_state)
         if record.monitor_state is MonitorState.UNINITIALIZED:
             record.monitor_state = MonitorState.IDLE
         return record
-
-    @staticmethod
-    def npu_status(record: ProcessRecord, monitor: bool, status: wire.NpuStatus) -> None:
-        """Apply msMonitor's status values: -1 Uninitialized, 0 Idle, 1 Running, 2 Ready (trace only)."""
-        if monitor:
-            if not record.runs_itself(CommandKind.NPUMONITOR):  # else the plugin's monitor is the one
-                record.monitor_state = _NPU_MONITOR_STATES.get(status.status, record.monitor_state)
-            return
-        record.trace_state = _NPU_TRACE_STATES.get(status.status, record.trace_state)
-        record.current_step = max(record.current_step, status.current_step)
-        record.trace_steps = (status.start_step, status.stop_step)
 
     def context(
         self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address
@@ -270,8 +252,8 @@ class Registry:
         if ClientKind.PLUGIN not in record.clients:
             record.job_id, record.backend = context.job_id, "msmonitor"
             # msMonitor's init_dyno reports Idle for both right after registering.
-            if record.trace_state is TraceState.UNINITIALIZED:
-                record.trace_state = TraceState.IDLE
+            if record.framework_trace is TraceState.UNINITIALIZED:
+                record.framework_trace = TraceState.IDLE
             if record.monitor_state is MonitorState.UNINITIALIZED:
                 record.monitor_state = MonitorState.IDLE
         key = (context.job_id, context.device)
@@ -330,8 +312,7 @@ class Registry:
         return host_pid in self._orphans
 
     def _announce(self) -> None:
-        self.changed.set()
-        self.changed = asyncio.Event()
+        self.changed.notify()
 
     def _forget(self, host_pid: int) -> None:
         record = self._by_pid.pop(host_pid)

@@ -19,7 +19,6 @@ from grpc_reflection.v1alpha import reflection
 from dynocerts.keys import PasswordSource
 from dynocerts.material import CertsError
 from dynoproto import SERVICE
-from dynoproto import dynolog_pb2_grpc as pb_grpc
 from msmonitor_plugin import wire
 
 from . import __version__, ipc, logs
@@ -30,7 +29,7 @@ from .incidents import incident_settings
 from .ipc import IpcError
 from .limits import ClientLimiter, LimitInterceptor, Limits
 from .node import Node
-from .service import DynologService
+from .rpc.servicer import DynologService
 from .sinks import Sink, Sinks, jsonl
 from .sinks.jsonl import JsonlSink
 from .sinks.prometheus import PrometheusSink
@@ -189,9 +188,7 @@ class Daemon:
 
     def _build_server(self, tls: Optional[ServerTls]) -> aio.Server:
         server = aio.server(interceptors=self._interceptors(tls), options=SERVER_OPTIONS)
-        pb_grpc.add_DynologServicer_to_server(
-            DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots), server
-        )
+        DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots).serve_on(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
             (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),

@@ -9,17 +9,16 @@ events, Kineto's polls, msMonitor's status structs): see ``clients/``.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, OrderedDict, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, OrderedDict, Set, Tuple
 
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
+from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
 
+from .changed import Changed
 from .registry import ProcessRecord
 
 MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
@@ -71,19 +70,21 @@ class Trace:
     kind: CommandKind
     created_at: float = field(default_factory=time.time)
     processes: Dict[int, ProcessTrace] = field(default_factory=dict)  # by host pid
-    config: Dict[int, str] = field(default_factory=dict)  # staged text per host pid, until taken
     pulled: Set[int] = field(default_factory=set)  # host pids that took it by polling
     idle_polls: Dict[int, int] = field(default_factory=dict)  # polls since delivery without starting
-    updated: asyncio.Event = field(default_factory=asyncio.Event)
+    changes: Changed = field(default_factory=Changed)
 
     @property
     def done(self) -> bool:
         return all(p.phase.final for p in self.processes.values())
 
-    def changed(self) -> None:
-        """Wake every watcher; later waits use a fresh event."""
-        self.updated.set()
-        self.updated = asyncio.Event()
+
+class TraceSlot(NamedTuple):
+    """A process's trace slot as ``dyno processes`` and msMonitor's getStatus show it."""
+
+    state: TraceState
+    start_step: int = -1
+    stop_step: int = -1
 
 
 class TraceStore:
@@ -91,7 +92,7 @@ class TraceStore:
         self._traces: OrderedDict[str, Trace] = collections.OrderedDict()
         self._by_process: Dict[int, str] = {}  # host pid -> its active trace id
         self._entries = 0  # processes over all kept traces
-        self._grew = asyncio.Event()  # set (and replaced) when a trace is added
+        self._grew = Changed()  # a trace was added
 
     def new(self, kind: CommandKind) -> Trace:
         # Decimal, as dynolog's REQUEST_TRACE_ID: Kineto copies it into the trace's "trace_id".
@@ -108,13 +109,24 @@ class TraceStore:
     async def learnt(self, trace_id: str, timeout: float) -> Optional[Trace]:
         """*trace_id* once this daemon knows it (a process may report it any moment), or None after
         *timeout* seconds."""
-        await until(lambda: trace_id in self._traces, lambda: self._grew, timeout)
+        await self._grew.until(lambda: trace_id in self._traces, timeout)
         return self._traces.get(trace_id)
 
     def active(self, host_pid: int) -> Optional[Trace]:
         """The trace this process holds (staged, delivered, ready or running), if any."""
         trace_id = self._by_process.get(host_pid)
         return self._traces.get(trace_id) if trace_id is not None else None
+
+    def slot_of(self, record: ProcessRecord) -> TraceSlot:
+        """What a framework running its own profiler reports while it is busy; else the trace this
+        daemon follows there, while it waits for its step or runs; else the framework's word."""
+        framework = TraceSlot(record.framework_trace, *record.framework_steps)
+        trace = self.active(record.host_pid)
+        if framework.state.busy or trace is None:
+            return framework
+        process = trace.processes[record.host_pid]
+        state = process.phase.state()
+        return TraceSlot(state, process.start_step, process.stop_step) if state.busy else framework
 
     def stage(self, trace: Trace, record: ProcessRecord, output: str) -> ProcessTrace:
         process = self._add(trace, ProcessTrace.of(record, TracePhase.STAGED))
@@ -140,8 +152,7 @@ class TraceStore:
         process.phase = phase
         if phase.final and self._by_process.get(process.host_pid) == trace.trace_id:
             del self._by_process[process.host_pid]
-            trace.config.pop(process.host_pid, None)
-        trace.changed()
+        trace.changes.notify()
 
     def fail(self, host_pid: int, error: str) -> None:
         """The process's active trace failed (it left, say)."""
@@ -163,8 +174,7 @@ class TraceStore:
     def _remember(self, trace: Trace) -> Trace:
         self._traces[trace.trace_id] = trace
         self._trim(trace)
-        self._grew.set()
-        self._grew = asyncio.Event()
+        self._grew.notify()
         return trace
 
     def _trim(self, keep: Trace) -> None:
@@ -179,15 +189,6 @@ class TraceStore:
             self._entries -= len(oldest.processes)
             for host_pid in [p for p, t in self._by_process.items() if t == oldest.trace_id]:
                 del self._by_process[host_pid]
-
-
-async def until(condition: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout: float) -> None:
-    """Until *condition* holds or *timeout* seconds pass, woken by the event *changed* returns (replaced
-    each time it is set)."""
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(changed().wait(), deadline - time.monotonic())
 
 
 def framework_outputs(expected: str, since: float) -> List[str]:

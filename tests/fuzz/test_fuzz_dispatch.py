@@ -6,6 +6,7 @@ The live daemon is fuzzed in test_fuzz_daemon.py; here each example is cheap, so
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Dict, List, Tuple
@@ -15,12 +16,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dynolog.dispatch import IpcDispatcher
-from dynolog.edge import msmonitor_status, process_info, trace_info
 from dynolog.ipc import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndpoint, Sender
-from dynolog.metrics import to_proto
+from dynolog.metrics import Watched
+from dynolog.model import Targets
 from dynolog.node import Node
 from dynolog.registry import Registry
-from dynoproto import dynolog_pb2 as pb
+from dynolog.rpc import convert
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.report import ChunkAssembler, ReportError
 
@@ -80,7 +81,7 @@ def test_every_datagram_ends_in_one_counter_and_what_is_kept_can_be_served(
     node = Node.build(keepalive_s=60.0)
     dispatcher = IpcDispatcher(node, [UID])
     endpoints = {f: RecordingEndpoint(f, dispatcher.counters) for f in (DYNOLOG, MSMONITOR, MSMONITOR_DATA)}
-    watch = node.metrics.watch(pb.Targets(), latest=False)
+    watch = node.metrics.watch(Targets(), latest=False)
     trace_ids: List[str] = []
     try:
         for n, (who, flavour, data) in enumerate(sequence, 1):
@@ -92,18 +93,27 @@ def test_every_datagram_ends_in_one_counter_and_what_is_kept_can_be_served(
                 wire.decode(reply)  # every reply is a well-formed datagram
         # What peers made the daemon keep converts to the gRPC messages that serve it.
         records = list(node.registry)
-        for record in records:
-            process_info(record, "")
-        msmonitor_status(records)
+        slots = [node.traces.slot_of(record) for record in records]
+        for record, slot in zip(records, slots):
+            convert.process_info(record, slot, "")
+        convert.msmonitor_status(records, slots)
         for trace_id in trace_ids:
             trace = node.traces.get(trace_id)
             if trace is not None:
-                trace_info(trace)
-        node.metrics.unwatch(node.metrics.watch(pb.Targets(), latest=True))
+                convert.trace_info(trace)
+        _serve(node, node.metrics.watch(Targets(), latest=True))
         assert watch.qsize() <= len(sequence)
+        _serve(node, watch)
     finally:
         node.metrics.unwatch(watch)
         node.close()
+
+
+def _serve(node: Node, queue: asyncio.Queue[Watched]) -> None:
+    """Every report *queue* holds converts to the gRPC message that serves it; then it is unwatched."""
+    while not queue.empty():
+        convert.metrics_report(*queue.get_nowait(), node.metrics.hostname)
+    node.metrics.unwatch(queue)
 
 
 def _chunk(**changes: object) -> bytes:
@@ -137,7 +147,7 @@ def test_report_chunks_assemble_into_what_can_be_served_or_raise_report_error(ch
         except ReportError:
             continue
         if report is not None:
-            to_proto(RECORD, report, "fuzz")
+            convert.metrics_report(RECORD, report, "fuzz")
 
 
 @scaled(100)
@@ -156,14 +166,15 @@ def test_reports_from_a_registered_process_are_refused_or_served(register: str, 
         if register == wire.REQ
         else wire.Hello(pid=sender.pid).to_payload()
     )
-    watch = node.metrics.watch(pb.Targets(), latest=False)
+    watch = node.metrics.watch(Targets(), latest=False)
     try:
         dispatcher.dispatch(endpoint, wire.encode(register, first), sender)
         assert dispatcher.counters.handled == 1
         for n, data in enumerate(reports, 2):
             dispatcher.dispatch(endpoint, data, sender)
             assert _outcomes(dispatcher.counters) == n
-        node.metrics.unwatch(node.metrics.watch(pb.Targets(), latest=True))
+        _serve(node, node.metrics.watch(Targets(), latest=True))
+        _serve(node, watch)
     finally:
         node.metrics.unwatch(watch)
         node.close()
@@ -181,14 +192,15 @@ def test_msmonitor_data_messages_are_kept_as_what_can_be_served_or_raise_wire_er
 ) -> None:
     """msMonitor's ``data``: the documented WireError and nothing else; what is kept fits its gRPC message."""
     node = Node.build(keepalive_s=60.0)
-    watch = node.metrics.watch(pb.Targets(), latest=False)  # each published report is converted at once
+    watch = node.metrics.watch(Targets(), latest=False)
     try:
         for payload in payloads:
             try:
                 node.metrics.data_message(RECORD, payload)
             except wire.WireError:
                 continue
-        node.metrics.unwatch(node.metrics.watch(pb.Targets(), latest=True))
+        _serve(node, node.metrics.watch(Targets(), latest=True))
+        _serve(node, watch)
     finally:
         node.metrics.unwatch(watch)
         node.close()

@@ -15,6 +15,7 @@ from dynolog.kinds.dynamic import DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
+from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
@@ -60,6 +61,17 @@ def _command(kind: CommandKind, text: str) -> wire.Command:
     return wire.Command.from_payload(command.to_payload())
 
 
+def _nputrace_spec(request: pb.NpuTraceRequest) -> trace_spec.TraceSpec:
+    """What the process reads from the daemon's text for *request*, through the gRPC edge."""
+    text = NpuTrace(*stores).text(convert.npu_trace(request))
+    return trace_spec.parse(_command(CommandKind.NPUTRACE, text))
+
+
+def _gputrace_spec(request: pb.GpuTraceRequest) -> trace_spec.TraceSpec:
+    text = GpuTrace(*stores).text(convert.gpu_trace(request))
+    return trace_spec.parse(_command(CommandKind.GPUTRACE, text))
+
+
 @scaled(150)
 @given(npu_traces)
 def test_an_accepted_nputrace_reads_back_in_the_process(request: pb.NpuTraceRequest) -> None:
@@ -67,7 +79,9 @@ def test_an_accepted_nputrace_reads_back_in_the_process(request: pb.NpuTraceRequ
     event("accepted" if not errors else "refused")
     if errors:
         return
-    spec = trace_spec.parse(_command(CommandKind.NPUTRACE, NpuTrace(*stores).text(request)))
+    spec = trace_spec.parse(
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(request)))
+    )
     assert spec.log_file == request.log_file
     assert spec.activities == list(request.activities)
     if request.iterations > 0:
@@ -97,7 +111,9 @@ def test_an_accepted_gputrace_reads_back_in_the_process(request: pb.GpuTraceRequ
     event("accepted" if not errors else "refused")
     if errors:
         return
-    spec = trace_spec.parse(_command(CommandKind.GPUTRACE, GpuTrace(*stores).text(request)))
+    spec = trace_spec.parse(
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.gpu_trace(request)))
+    )
     assert spec.log_file == request.log_file
     if request.iterations > 0:
         assert spec.iterations == request.iterations
@@ -114,7 +130,7 @@ def test_an_accepted_npu_monitor_command_reads_back_in_the_process(request: pb.N
     event("accepted" if not errors else "refused")
     if errors:
         return
-    text = _command(CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(request)).config
+    text = _command(CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(convert.npu_monitor(request))).config
     try:
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
@@ -134,7 +150,7 @@ def test_an_accepted_dynamic_window_reads_back_in_the_process(request: pb.Dynami
     if errors:
         return
     window = DynamicWindow(*stores, Holds())
-    session = SessionRequest(request.attach, Hold(1, "fuzz", "fuzz"))
+    session = SessionRequest(convert.attach(request.attach), Hold(1, "fuzz", "fuzz"))
     spec = trace_spec.parse(_command(CommandKind.DYNAMIC, window.text(session)))
     o = request.attach.options
     assert spec.log_file == request.attach.output
@@ -156,7 +172,7 @@ def test_any_accepted_duration_reads_back_in_the_process(duration_s: float) -> N
     request = pb.NpuMonitorRequest(start=True, duration_s=duration_s)
     if validate.npu_monitor(request):
         return
-    text = NpuMonitor(Delivery()).text(request)
+    text = NpuMonitor(Delivery()).text(convert.npu_monitor(request))
     try:
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
@@ -171,23 +187,29 @@ def _read_path(kind: str, path: str) -> Optional[str]:
         monitor = pb.NpuMonitorRequest(start=True, log_file=path)
         if validate.npu_monitor(monitor):
             return None
-        text = NpuMonitor(Delivery()).text(monitor)
+        text = NpuMonitor(Delivery()).text(convert.npu_monitor(monitor))
         return MonitorConfig.parse(configtext.parse(text)).log_dir
     if kind == "dynamic":
         attach = pb.DynamicAttach(output=path, targets=pb.Targets(pids=[1]), options={"activities": ["CPU"]})
         if validate.dynamic_attach(attach):
             return None
-        text = DynamicWindow(*stores, Holds()).text(SessionRequest(attach, Hold(1, "fuzz", "fuzz")))
+        text = DynamicWindow(*stores, Holds()).text(
+            SessionRequest(convert.attach(attach), Hold(1, "fuzz", "fuzz"))
+        )
         return trace_spec.parse(_command(CommandKind.DYNAMIC, text)).log_file
     if kind == "nputrace":
         npu = pb.NpuTraceRequest(log_file=path, activities=["CPU"], duration_ms=1)
         if validate.npu_trace(npu):
             return None
-        return trace_spec.parse(_command(CommandKind.NPUTRACE, NpuTrace(*stores).text(npu))).log_file
+        return trace_spec.parse(
+            _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(npu)))
+        ).log_file
     gpu = pb.GpuTraceRequest(log_file=path, duration_ms=1)
     if validate.gpu_trace(gpu):
         return None
-    return trace_spec.parse(_command(CommandKind.GPUTRACE, GpuTrace(*stores).text(gpu))).log_file
+    return trace_spec.parse(
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.gpu_trace(gpu)))
+    ).log_file
 
 
 @scaled(150)
@@ -217,5 +239,7 @@ def test_any_accepted_list_of_names_reads_back_unchanged(names: List[str]) -> No
     )
     if validate.npu_trace(request):
         return
-    spec = trace_spec.parse(_command(CommandKind.NPUTRACE, NpuTrace(*stores).text(request)))
+    spec = trace_spec.parse(
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(request)))
+    )
     assert configtext.LIST.read(spec.npu["PROFILE_MSTX_DOMAIN_INCLUDE"]) == names

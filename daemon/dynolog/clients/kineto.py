@@ -23,7 +23,7 @@ class KinetoClient:
     def poll(self, record: ProcessRecord, config_type: int) -> bytes:
         """Kineto takes a config only while its activity profiler is free (the type bit)."""
         busy = not config_type & wire.CONFIG_ACTIVITIES
-        record.trace_state = TraceState.RUNNING if busy else TraceState.IDLE
+        record.framework_trace = TraceState.RUNNING if busy else TraceState.IDLE
         trace = self._traces.active(record.host_pid)
         if trace is None:
             return b""

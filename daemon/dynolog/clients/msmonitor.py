@@ -9,11 +9,15 @@ import os
 from typing import Optional, Tuple
 
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
 
 from ..registry import ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceStore, framework_outputs
 from . import outbox
+
+# msMonitor's status struct values.
+_TRACE_STATES = {-1: TraceState.UNINITIALIZED, 0: TraceState.IDLE, 1: TraceState.RUNNING, 2: TraceState.READY}
+_MONITOR_STATES = {-1: MonitorState.UNINITIALIZED, 0: MonitorState.IDLE, 1: MonitorState.RUNNING}
 
 
 class MsMonitorClient:
@@ -23,20 +27,29 @@ class MsMonitorClient:
     def poll(self, record: ProcessRecord) -> bytes:
         return outbox.take(self._traces, record)
 
+    @staticmethod
+    def monitor_status(record: ProcessRecord, status: wire.NpuStatus) -> None:
+        if not record.runs_itself(CommandKind.NPUMONITOR):  # else the plugin's monitor is the one
+            record.monitor_state = _MONITOR_STATES.get(status.status, record.monitor_state)
+
     def trace_status(self, record: ProcessRecord, status: wire.NpuStatus) -> None:
+        state = _TRACE_STATES.get(status.status)
+        record.framework_trace = state or record.framework_trace
+        record.current_step = max(record.current_step, status.current_step)
+        record.framework_steps = (status.start_step, status.stop_step)
         found = self._pulled_trace_of(record)
         if found is None:
             return
         trace, process = found
         process.current_step = status.current_step
-        if status.status in (1, 2):
+        if state is not None and state.busy:
             self._window(record, process, status)
-            phase = TracePhase.RUNNING if status.status == 1 else TracePhase.READY
+            phase = TracePhase.RUNNING if state is TraceState.RUNNING else TracePhase.READY
             return self._traces.set_phase(trace, process, phase)
-        if status.status == 0 and self._over(trace, process):
+        if state is TraceState.IDLE and self._over(trace, process):
             self._window(record, process, status)
             return self._ended(trace, process)
-        if status.status == -1:
+        if state is TraceState.UNINITIALIZED:
             process.error = (
                 "the framework's monitor process left (status Uninitialized) before the trace finished"
             )

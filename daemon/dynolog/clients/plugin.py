@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase, TraceState
+from msmonitor_plugin.vocabulary import TracePhase
 
 from ..delivery import Delivery
 from ..registry import ProcessRecord
@@ -21,23 +21,14 @@ class PluginClient:
         self._delivery = delivery
 
     def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
-        trace = self._traces.active(record.host_pid)
-        if trace is None:
-            if hello.trace_id and self._ended(hello.trace_id, record):
-                record.trace_state = TraceState.IDLE  # the registry took the stale claim: undo it
-            elif hello.trace_id:
-                self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
-            return
-        staged = trace.processes[record.host_pid].phase == TracePhase.STAGED
-        # The push may have been lost; the plugin ignores repeats. A trace staged for the framework's
-        # helper (the plugin leaves nputrace to torch_npu) is not the plugin's to take.
-        if staged and record.runs_itself(trace.kind):
-            self._delivery.push(record, trace.kind, trace.trace_id, trace.config[record.host_pid])
+        """A trace the process holds that this daemon does not know (it restarted since) is adopted."""
+        if hello.trace_id and self._traces.active(record.host_pid) is None and not self._ended(hello, record):
+            self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
 
-    def _ended(self, trace_id: str, record: ProcessRecord) -> bool:
-        """Whether this process already finished *trace_id*: a heartbeat built just before its last event
-        may arrive just after it, and must not bring the trace back."""
-        trace = self._traces.get(trace_id)
+    def _ended(self, hello: wire.Hello, record: ProcessRecord) -> bool:
+        """Whether this process already finished the hello's trace: a heartbeat built just before its
+        last event may arrive just after it, and must not bring the trace back."""
+        trace = self._traces.get(hello.trace_id)
         process = trace.processes.get(record.host_pid) if trace is not None else None
         return process is not None and process.phase.final
 
@@ -52,14 +43,12 @@ class PluginClient:
             event.start_step,
             event.stop_step,
         )
-        record.trace_steps = (event.start_step, event.stop_step)
         if event.output:
             process.output = event.output
         process.files[:] = event.files
         process.size_bytes = event.size_bytes
         process.error = event.error
         process.warnings[:] = event.warnings
-        trace.config.pop(record.host_pid, None)
         phase = TracePhase.reported(event.phase) or TracePhase.FAILED
-        record.trace_state = phase.state()
+        self._delivery.answered(record.host_pid, trace.kind, trace.trace_id, final=phase.final)
         self._traces.set_phase(trace, process, phase)

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Coroutine, Dict, List, Optional, Set, Tuple
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.monitor.report import Report
 
-from ..commands import CommandPipeline
 from ..config import DaemonConfig
 from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
 from ..metrics import Metrics
+from ..model import AutoTraceRule, NpuMonitorCommand
+from ..pipeline import CommandPipeline
 from ..registry import ProcessRecord
 from ..sinks import Mark
 from ..traces import TraceStore
@@ -90,13 +90,13 @@ class IncidentWatch:
 
     def report(self, record: ProcessRecord, report: Report) -> None:
         monitor = self._npumonitor.settings.get(record.host_pid)
-        if monitor is None or not monitor.HasField("auto_trace"):
+        if monitor is None or monitor.auto_trace is None:
             return  # detection off: nothing is kept for this process
         who = Who(record.host_pid, record.pid, record.rank, record.job_id, record.hostname or self._hostname)
         rule = monitor.auto_trace
         detection = self.detector.observe(who, report, rule.slowdown, rule.for_intervals)
         if detection is not None:
-            self._raise(record, report, detection, monitor)
+            self._raise(record, report, detection, monitor, rule)
 
     def hello(self, record: ProcessRecord) -> None:
         """A process registered: if a previous daemon's auto-trace left it stopped, finish that."""
@@ -130,10 +130,15 @@ class IncidentWatch:
         self.store.close()
 
     def _raise(
-        self, record: ProcessRecord, report: Report, detection: Detection, monitor: pb.NpuMonitorRequest
+        self,
+        record: ProcessRecord,
+        report: Report,
+        detection: Detection,
+        monitor: NpuMonitorCommand,
+        rule: AutoTraceRule,
     ) -> None:
         incident = self.store.add(Incident.of(detection))
-        limited = rate_limit(self.store, incident, monitor.auto_trace, incident.at)
+        limited = rate_limit(self.store, incident, rule, incident.at)
         incident.action = limited or TRACING
         incident.traced = limited is None  # counts against the limits from now on
         self.store.update(incident)

@@ -13,18 +13,18 @@ both read from the store, so that a restarted daemon keeps them.
 from __future__ import annotations
 
 import asyncio
-import base64
+import dataclasses
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Optional
 
-from dynoproto import dynolog_pb2 as pb
-
-from ..commands import CommandPipeline, CommandResult
 from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
-from ..traces import Trace, TraceStore, until
+from ..model import AutoTraceRule, CommandResult, NpuMonitorCommand, NpuTraceCommand, Targets
+from ..pipeline import CommandPipeline
+from ..traces import Trace, TraceStore
 from .incident import RATE_LIMITED, TRACING, Incident
 from .store import DAY_S, IncidentStore
 
@@ -36,7 +36,7 @@ TRACE_WAIT_S = 600.0  # a trace of a few steps; a process that stops stepping is
 REPORT_AFTER_HELLO_S = 10.0
 
 
-def rate_limit(store: IncidentStore, incident: Incident, rule: pb.AutoTrace, now: float) -> Optional[str]:
+def rate_limit(store: IncidentStore, incident: Incident, rule: AutoTraceRule, now: float) -> Optional[str]:
     """Why *incident* may not be traced now, or None."""
     last = store.last_traced_at(incident.host_pid)
     if last is not None and now - last < rule.cooldown_s:
@@ -55,15 +55,16 @@ class AutoTracer:
     store: IncidentStore
     trace_dir: Path
 
-    async def run(self, incident: Incident, monitor: pb.NpuMonitorRequest) -> None:
+    async def run(self, incident: Incident, monitor: NpuMonitorCommand) -> None:
         """Stop → trace → resume for *incident*'s process; *monitor*: the start to resume with."""
-        targets = pb.Targets(pids=[incident.host_pid])
-        stopped = await self.pipeline.run(self.npumonitor, pb.NpuMonitorRequest(targets=targets, stop=True))
+        targets = Targets.of_pid(incident.host_pid)
+        stopped = await self.pipeline.run(self.npumonitor, NpuMonitorCommand(targets=targets, stop=True))
         if not stopped.effective:
             incident.traced = False
             return self._done(incident, f"not traced: npu-monitor stop: {stopped.message}")
-        incident.resume = base64.b64encode(monitor.SerializeToString()).decode()
+        incident.resume = json.dumps(monitor.to_json())
         self._step(incident, "npu-monitor stopped")
+        assert monitor.auto_trace is not None  # only a monitor with --auto-trace raises incidents
         await self._then_resume(
             incident, self._trace(incident, targets, monitor.auto_trace.iterations), "npu-monitor resumed"
         )
@@ -101,20 +102,23 @@ class AutoTracer:
         await self._resume(incident, what)
 
     async def _resume(self, incident: Incident, what: str) -> None:
-        monitor = pb.NpuMonitorRequest.FromString(base64.b64decode(incident.resume))
-        monitor.targets.CopyFrom(pb.Targets(pids=[incident.host_pid]))
-        resumed = await self.pipeline.run(self.npumonitor, monitor)
+        monitor = _resumable(incident)
         incident.resume = ""
+        if monitor is None:
+            return self._step(incident, "not resumed: an older daemon recorded the monitor's settings")
+        resumed = await self.pipeline.run(
+            self.npumonitor, dataclasses.replace(monitor, targets=Targets.of_pid(incident.host_pid))
+        )
         self._step(incident, what if resumed.effective else f"not resumed: {resumed.message}")
 
-    async def _trace(self, incident: Incident, targets: pb.Targets, iterations: int) -> None:
+    async def _trace(self, incident: Incident, targets: Targets, iterations: int) -> None:
         self.trace_dir.mkdir(parents=True, exist_ok=True)
-        request = pb.NpuTraceRequest(
+        request = NpuTraceCommand(
             targets=targets,
             start_step=-1,
             iterations=iterations,
             analyse=True,
-            activities=["CPU", "NPU"],
+            activities=("CPU", "NPU"),
             log_file=str(self.trace_dir),
         )
         result = await self.pipeline.run(self.nputrace, request)
@@ -128,7 +132,7 @@ class AutoTracer:
 
     async def _finish(self, incident: Incident, trace: Trace) -> None:
         """Waits for *trace*, and records its outcome and files."""
-        await until(lambda: trace.done, lambda: trace.updated, TRACE_WAIT_S)
+        await trace.changes.until(lambda: trace.done, TRACE_WAIT_S)
         process = trace.processes.get(incident.host_pid)
         if process is None or not process.phase.final:
             return self._done(incident, f"trace {trace.trace_id} not done after {TRACE_WAIT_S:g} s")
@@ -147,6 +151,14 @@ class AutoTracer:
         incident.action = action
         log.info("incident %d: %s", incident.id, action)
         self._step(incident, action)
+
+
+def _resumable(incident: Incident) -> Optional[NpuMonitorCommand]:
+    """The monitor's start kept in *incident*, or None where a daemon before this format kept it."""
+    try:
+        return NpuMonitorCommand.from_json(json.loads(incident.resume))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _why(result: CommandResult) -> str:

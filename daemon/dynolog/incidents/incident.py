@@ -7,8 +7,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
-from dynoproto import dynolog_pb2 as pb
-
 from .detector import Detection, Figure
 
 # What was done, in words; the trace's own outcome follows these while it runs.
@@ -39,7 +37,7 @@ class Incident:
     trace_files: List[str] = field(default_factory=list)
     figures: List[Figure] = field(default_factory=list)
     timeline: List[Tuple[float, str]] = field(default_factory=list)
-    # The npu-monitor start to resume with (NpuMonitorRequest, base64), kept from the stop until the
+    # The npu-monitor start to resume with (NpuMonitorCommand as JSON), kept from the stop until the
     # resume: a daemon restarted in between resumes the process from the store.
     resume: str = ""
 
@@ -87,9 +85,3 @@ class Incident:
         incident.figures = [Figure(**f) for f in d["figures"]]
         incident.timeline = [(at, what) for at, what in d["timeline"]]
         return incident
-
-    def to_proto(self) -> pb.IncidentInfo:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "resume"}
-        fields["figures"] = [pb.NameFigure(**dataclasses.asdict(f)) for f in self.figures]
-        fields["timeline"] = [pb.IncidentEvent(at=at, what=what) for at, what in self.timeline]
-        return pb.IncidentInfo(**fields)

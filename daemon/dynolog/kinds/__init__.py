@@ -1,1 +1,1 @@
-"""One module per command kind: its :class:`~dynolog.commands.Policy`."""
+"""One module per command kind: its :class:`~dynolog.pipeline.Policy`."""

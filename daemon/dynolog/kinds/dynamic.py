@@ -10,12 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext
 from msmonitor_plugin.vocabulary import CommandKind, Reason
 
-from ..commands import CommandResult, Policy
 from ..delivery import Delivery
+from ..model import AttachCommand, CommandResult, Targets
+from ..pipeline import Policy
 from ..registry import ProcessRecord
 from ..traces import TraceStore
 from .tracing import TracePolicy
@@ -58,11 +58,11 @@ class Holds:
 class SessionRequest:
     """An attach or a window's start: the session's targets, options and output, and who asks."""
 
-    attach: pb.DynamicAttach
+    attach: AttachCommand
     hold: Hold
 
     @property
-    def targets(self) -> pb.Targets:
+    def targets(self) -> Targets:
         return self.attach.targets
 
 

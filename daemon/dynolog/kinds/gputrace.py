@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext
 from msmonitor_plugin.trace.spec import kineto_output_file
 from msmonitor_plugin.vocabulary import CommandKind
 
+from ..model import GpuTraceCommand
 from ..registry import ProcessRecord
 from .tracing import TracePolicy
 
 
-class GpuTrace(TracePolicy[pb.GpuTraceRequest]):
+class GpuTrace(TracePolicy[GpuTraceCommand]):
     kind = CommandKind.GPUTRACE
 
-    def label(self, request: pb.GpuTraceRequest) -> str:
+    def label(self, request: GpuTraceCommand) -> str:
         return "gputrace"
 
-    def expected_output(self, request: pb.GpuTraceRequest, record: ProcessRecord) -> str:
+    def expected_output(self, request: GpuTraceCommand, record: ProcessRecord) -> str:
         return kineto_output_file(request.log_file, record.pid)
 
-    def text(self, request: pb.GpuTraceRequest) -> str:
+    def text(self, request: GpuTraceCommand) -> str:
         r = request
         values = (
             {

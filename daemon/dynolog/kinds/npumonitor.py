@@ -7,13 +7,10 @@ record); the command waits for those answers, briefly, so ``dyno`` can show them
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext, wire
 from msmonitor_plugin.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
@@ -25,8 +22,10 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..commands import CommandResult, Outcome, Policy
+from ..changed import Changed
 from ..delivery import Delivery
+from ..model import CommandResult, NpuMonitorCommand, Outcome
+from ..pipeline import Policy
 from ..registry import ProcessRecord
 
 log = logging.getLogger("dynolog.monitor")
@@ -34,23 +33,20 @@ log = logging.getLogger("dynolog.monitor")
 ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what they did
 
 
-class NpuMonitor(Policy[pb.NpuMonitorRequest]):
+class NpuMonitor(Policy[NpuMonitorCommand]):
     kind = CommandKind.NPUMONITOR
 
     def __init__(self, delivery: Delivery) -> None:
         self._delivery = delivery
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
-        self._answered = asyncio.Event()
+        self._answered = Changed()
         # Per host pid, the start its monitor runs with: what an auto-trace resumes it with afterwards.
-        self.settings: Dict[int, pb.NpuMonitorRequest] = {}
-        # Per host pid, the last command pushed and not yet answered, as (command id, text): a push
-        # into a full socket is lost, so it is pushed again at each heartbeat until answered.
-        self._unanswered: Dict[int, Tuple[str, str]] = {}
+        self.settings: Dict[int, NpuMonitorCommand] = {}
 
-    def label(self, request: pb.NpuMonitorRequest) -> str:
+    def label(self, request: NpuMonitorCommand) -> str:
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
 
-    def text(self, request: pb.NpuMonitorRequest) -> str:
+    def text(self, request: NpuMonitorCommand) -> str:
         r = request
         return configtext.render(
             configtext.NPUMONITOR,
@@ -69,19 +65,18 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
             },
         )
 
-    async def deliver(self, request: pb.NpuMonitorRequest, result: CommandResult) -> None:
+    async def deliver(self, request: NpuMonitorCommand, result: CommandResult) -> None:
         command_id = secrets.token_hex(8)
         text = self.text(request)
         self._answers[command_id] = {}
         pushed: List[Outcome] = []
         for outcome in result.taken:
-            if self._delivery.send(outcome.record, self.kind, command_id, text):
+            if self._delivery.stage_or_push(outcome.record, self.kind, command_id, text):
                 pushed.append(outcome)
-                self._unanswered[outcome.record.host_pid] = (command_id, text)
             else:
                 outcome.detail = "staged for the process's next poll"
         try:
-            await self._await_answers(command_id, len(pushed))
+            await self._answered.until(lambda: len(self._answers[command_id]) >= len(pushed), ANSWER_WAIT_S)
         finally:  # also when the client gives up meanwhile
             answers = self._answers.pop(command_id)
         for outcome in pushed:
@@ -97,7 +92,7 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
                 outcome.detail = _describe(event)
         self._remember(request, result)
 
-    def _remember(self, request: pb.NpuMonitorRequest, result: CommandResult) -> None:
+    def _remember(self, request: NpuMonitorCommand, result: CommandResult) -> None:
         for outcome in result.taken:
             if request.start:
                 self.settings[outcome.record.host_pid] = request
@@ -106,14 +101,6 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
 
     def forget(self, host_pid: int) -> None:
         self.settings.pop(host_pid, None)
-        self._unanswered.pop(host_pid, None)
-
-    def hello(self, record: ProcessRecord) -> None:
-        """A process's heartbeat: the command it has not answered is pushed again (it answers a repeat
-        without applying it twice)."""
-        unanswered = self._unanswered.get(record.host_pid)
-        if unanswered is not None:
-            self._delivery.push(record, self.kind, *unanswered)
 
     def answered(self, record: ProcessRecord, event: wire.MonitorEvent) -> None:
         """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""
@@ -121,23 +108,11 @@ class NpuMonitor(Policy[pb.NpuMonitorRequest]):
         record.monitor_state = MonitorState.RUNNING if running else MonitorState.IDLE
         if event.reason:
             log.info("monitor of process %d stopped: %s", record.host_pid, event.reason)
-        unanswered = self._unanswered.get(record.host_pid)
-        if unanswered is not None and unanswered[0] == event.command_id:
-            del self._unanswered[record.host_pid]
+        self._delivery.answered(record.host_pid, self.kind, event.command_id)
         answers = self._answers.get(event.command_id)
         if answers is not None:
             answers[record.host_pid] = event
-            self._answered.set()
-            self._answered = asyncio.Event()
-
-    async def _await_answers(self, command_id: str, expected: int) -> None:
-        deadline = time.monotonic() + ANSWER_WAIT_S
-        answers = self._answers[command_id]
-        while len(answers) < expected and time.monotonic() < deadline:
-            try:
-                await asyncio.wait_for(self._answered.wait(), deadline - time.monotonic())
-            except asyncio.TimeoutError:
-                return
+            self._answered.notify()
 
 
 def _describe(event: wire.MonitorEvent) -> str:

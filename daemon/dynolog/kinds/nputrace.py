@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext
 from msmonitor_plugin.vocabulary import (
     DEFAULT_AIC_METRICS,
@@ -14,17 +13,18 @@ from msmonitor_plugin.vocabulary import (
     Reason,
 )
 
+from ..model import NpuTraceCommand
 from ..registry import ProcessRecord
 from .tracing import TracePolicy
 
 
-class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
+class NpuTrace(TracePolicy[NpuTraceCommand]):
     kind = CommandKind.NPUTRACE
 
-    def label(self, request: pb.NpuTraceRequest) -> str:
+    def label(self, request: NpuTraceCommand) -> str:
         return "nputrace"
 
-    def refuse(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> Optional[Reason]:
+    def refuse(self, request: NpuTraceCommand, record: ProcessRecord) -> Optional[Reason]:
         if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
             return Reason.START_STEP_PASSED
         if _mindspore_takes_it(record) and not _step_window(request):
@@ -39,7 +39,7 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
             )
         return super().explain(reason, record)
 
-    def expected_output(self, request: pb.NpuTraceRequest, record: ProcessRecord) -> str:
+    def expected_output(self, request: NpuTraceCommand, record: ProcessRecord) -> str:
         log_file = request.log_file.rstrip("/")
         if _mindspore_takes_it(record):  # a closed window: rank{R}_start{S}_stop{E}
             stop = request.start_step + request.iterations - 1
@@ -47,7 +47,7 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
         host = record.hostname or self.hostname
         return f"{log_file}/{host}_{record.pid}_<timestamp>_<backend>/"
 
-    def text(self, request: pb.NpuTraceRequest) -> str:
+    def text(self, request: NpuTraceCommand) -> str:
         r = request
         when = (
             {
@@ -76,9 +76,7 @@ class NpuTrace(TracePolicy[pb.NpuTraceRequest]):
                 "PROFILE_L2_CACHE": r.l2_cache,
                 "PROFILE_OP_ATTR": r.op_attr,
                 "PROFILE_MSPROF_TX": r.msprof_tx,
-                "PROFILE_GC_DETECT_THRESHOLD": (
-                    r.gc_detect_threshold if r.HasField("gc_detect_threshold") else None
-                ),
+                "PROFILE_GC_DETECT_THRESHOLD": r.gc_detect_threshold,
                 "PROFILE_DATA_SIMPLIFICATION": r.data_simplification,
                 "PROFILE_EXPORT_TYPE": r.export_type or DEFAULT_TRACE_EXPORT,
                 "PROFILE_HOST_SYS": list(r.host_sys),
@@ -97,5 +95,5 @@ def _mindspore_takes_it(record: ProcessRecord) -> bool:
     return record.backend == "mindspore" and not record.runs_itself(CommandKind.NPUTRACE)
 
 
-def _step_window(request: pb.NpuTraceRequest) -> bool:
+def _step_window(request: NpuTraceCommand) -> bool:
     return request.iterations > 0 and request.start_step >= 0

@@ -8,8 +8,9 @@ import socket
 
 from msmonitor_plugin import configtext
 
-from ..commands import CommandResult, Policy, Request
 from ..delivery import Delivery
+from ..model import CommandResult
+from ..pipeline import Policy, Request
 from ..registry import ProcessRecord
 from ..traces import TraceStore
 
@@ -37,6 +38,5 @@ class TracePolicy(Policy[Request]):
             record = outcome.record
             outcome.expected_output = self.expected_output(request, record)
             self._traces.stage(trace, record, outcome.expected_output)
-            if self._delivery.send(record, self.kind, trace.trace_id, text):
-                trace.config[record.host_pid] = text  # kept to push again if the push was lost
+            self._delivery.stage_or_push(record, self.kind, trace.trace_id, text)
         log.info("%s %s staged for %d process(es)", self.kind.value, trace.trace_id, len(result.taken))

@@ -1,4 +1,5 @@
-"""``dyno dynamic`` sessions: one per ``Dynamic`` stream, the controller of the processes it holds.
+"""``dyno dynamic`` sessions: one per stream of session steps (gRPC's ``Dynamic``), the controller of
+the processes it holds.
 
 A session attaches (its processes are held: a second controller is refused with this one's name),
 then turns each ``start`` → ``stop`` into one window — a DYNAMIC trace, one ``PROF_`` directory per
@@ -17,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, List, Optional, Set, Union
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
     DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
@@ -26,9 +26,15 @@ from msmonitor_plugin.vocabulary import (
 )
 
 from . import targeting
-from .commands import CommandResult
-from .edge import trace_process
 from .kinds.dynamic import Hold, SessionRequest
+from .model import (
+    AttachCommand,
+    CommandResult,
+    SessionAction,
+    SessionProcess,
+    SessionReply,
+    SessionStep,
+)
 from .node import Node
 from .registry import ProcessRecord
 from .traces import ProcessTrace, Trace
@@ -37,7 +43,7 @@ NO_FRAMEWORK = "python"  # the backend of a process that has imported no framewo
 START_WAIT_S = 5.0  # a start answers when every process started, else says at which step it will
 STOP_WAIT_S = 60.0  # as long as msprof's client waits for a stop to be flushed
 
-_A = pb.DynamicAction
+_A = SessionAction
 _session_ids = itertools.count(1)
 
 
@@ -53,11 +59,11 @@ class _Idle:
     """The idle timeout passed."""
 
 
-Item = Union[pb.DynamicRequest, Gone, _Idle, None]  # None: the client closed its side of the stream
+Item = Union[SessionStep, Gone, _Idle, None]  # None: the client closed its side of the stream
 
 
 class DynamicSession:
-    def __init__(self, node: Node, attach: pb.DynamicAttach, holder: str, client: str) -> None:
+    def __init__(self, node: Node, attach: AttachCommand, holder: str, client: str) -> None:
         self._node = node
         self._attach = attach
         self._request = SessionRequest(attach, Hold(next(_session_ids), holder, client))
@@ -71,9 +77,7 @@ class DynamicSession:
         self._commands = 0  # start and stop commands so far
         self._idle_since = time.monotonic()
 
-    async def run(
-        self, seq: int, requests: AsyncIterator[pb.DynamicRequest]
-    ) -> AsyncIterator[pb.DynamicReply]:
+    async def run(self, seq: int, requests: AsyncIterator[SessionStep]) -> AsyncIterator[SessionReply]:
         """Answer the attach (*seq*), then every request and every piece of news, until it ends."""
         reader = asyncio.ensure_future(self._read(requests))
         self._node.gone_listeners.append(self._gone)
@@ -90,7 +94,7 @@ class DynamicSession:
 
     # --- the stream ---------------------------------------------------------------------------------
 
-    async def _read(self, requests: AsyncIterator[pb.DynamicRequest]) -> None:
+    async def _read(self, requests: AsyncIterator[SessionStep]) -> None:
         with contextlib.suppress(Exception):  # the client went away: the stream's end says so
             async for request in requests:
                 await self._inbox.put(request)
@@ -108,13 +112,13 @@ class DynamicSession:
         except asyncio.TimeoutError:
             return _Idle()
 
-    async def _handle(self, item: Item) -> pb.DynamicReply:
+    async def _handle(self, item: Item) -> SessionReply:
         if item is None:
             return await self._quit(0, "the client closed the session")
         if isinstance(item, _Idle):
             return self._reply(
                 0,
-                _A.DYNAMIC_ACTION_QUIT,
+                _A.QUIT,
                 False,
                 [
                     f"no collection for {self._idle_timeout_s:g} s (--idle-timeout): the session ended; "
@@ -125,10 +129,10 @@ class DynamicSession:
         if isinstance(item, Gone):
             return self._process_gone(item)
         handlers = {
-            _A.DYNAMIC_ACTION_START: self._start,
-            _A.DYNAMIC_ACTION_STOP: self._stop,
-            _A.DYNAMIC_ACTION_STATUS: self._status,
-            _A.DYNAMIC_ACTION_QUIT: self._quit,
+            _A.START: self._start,
+            _A.STOP: self._stop,
+            _A.STATUS: self._status,
+            _A.QUIT: self._quit,
         }
         handler = handlers.get(item.action)
         if handler is None:
@@ -136,13 +140,13 @@ class DynamicSession:
                 item.seq, item.action, False, ["already attached: start, stop, status or quit"]
             )
         reply = await handler(item.seq)
-        if item.action in (_A.DYNAMIC_ACTION_START, _A.DYNAMIC_ACTION_STOP):
+        if item.action in (_A.START, _A.STOP):
             reply = await self._count_command(reply)
         return reply
 
     # --- the commands -------------------------------------------------------------------------------
 
-    async def _attach_processes(self, seq: int) -> pb.DynamicReply:
+    async def _attach_processes(self, seq: int) -> SessionReply:
         await self._await_registration()
         result = await self._node.pipeline.run(self._node.dynamic_attach, self._request)
         self._pids = {o.record.host_pid for o in result.taken}
@@ -153,41 +157,36 @@ class DynamicSession:
             for o in result.outcomes
         ]
         if not result.effective:
-            reply = self._reply(seq, _A.DYNAMIC_ACTION_ATTACH, False, [_refusal(result), *lines], ended=True)
+            reply = self._reply(seq, _A.ATTACH, False, [_refusal(result), *lines], ended=True)
         else:
             header = (
                 f"attached to {len(self._pids)} process{'es' if len(self._pids) > 1 else ''}; windows go "
                 f"under {self._attach.output} on {self._node.nputrace.hostname}; type help for the commands"
             )
-            reply = self._reply(seq, _A.DYNAMIC_ACTION_ATTACH, True, [header, *lines])
-        for o in result.outcomes:
-            r = o.record
-            reply.processes.add(pid=r.pid, host_pid=r.host_pid, rank=r.rank, ok=o.triggered, detail=o.detail)
+            reply = self._reply(seq, _A.ATTACH, True, [header, *lines])
+        reply.processes = [
+            SessionProcess(o.record.pid, o.record.host_pid, o.record.rank, o.triggered, o.detail)
+            for o in result.outcomes
+        ]
         return reply
 
     async def _await_registration(self) -> None:
         """Launch mode: the job was just started; wait for a process under its pid to register and to
         import its framework (the plugin registers at interpreter start, before there is a profiler)."""
-        deadline = time.monotonic() + self._attach.wait_registration_s
-        registry = self._node.registry
-        while not any(r.backend != NO_FRAMEWORK for r in targeting.select(registry, self._attach.targets)):
-            changed = registry.changed
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+        registry, targets = self._node.registry, self._attach.targets
+        await registry.changed.until(
+            lambda: any(r.backend != NO_FRAMEWORK for r in targeting.select(registry, targets)),
+            self._attach.wait_registration_s,
+        )
 
-    async def _start(self, seq: int) -> pb.DynamicReply:
+    async def _start(self, seq: int) -> SessionReply:
         if self._collecting:
             assert self._window is not None
-            return self._reply(
-                seq, _A.DYNAMIC_ACTION_START, False, [f"already started (window {self._window.trace_id})"]
-            )
+            return self._reply(seq, _A.START, False, [f"already started (window {self._window.trace_id})"])
         result = await self._node.pipeline.run(self._node.dynamic_window, self._request)
         if not result.effective:
             lines = [f"{_who(o.record)}: not started: {o.detail}" for o in result.outcomes]
-            return self._reply(seq, _A.DYNAMIC_ACTION_START, False, [_refusal(result), *lines])
+            return self._reply(seq, _A.START, False, [_refusal(result), *lines])
         self._pids |= {o.record.host_pid for o in result.taken}
         window = self._window = self._node.traces.get(result.trace_id)
         assert window is not None
@@ -196,11 +195,11 @@ class DynamicSession:
         lines = [_started(p) for p in window.processes.values()]
         self._warned = {f"{p.host_pid}:{w}" for p in window.processes.values() for w in p.warnings}
         ok = any(p.phase is not TracePhase.FAILED for p in window.processes.values())
-        return self._reply(seq, _A.DYNAMIC_ACTION_START, ok, lines, window)
+        return self._reply(seq, _A.START, ok, lines, window)
 
-    async def _stop(self, seq: int) -> pb.DynamicReply:
+    async def _stop(self, seq: int) -> SessionReply:
         if not self._collecting:
-            return self._reply(seq, _A.DYNAMIC_ACTION_STOP, False, ["not started"])
+            return self._reply(seq, _A.STOP, False, ["not started"])
         window = self._window
         assert window is not None
         self._push_stop(window)
@@ -211,9 +210,9 @@ class DynamicSession:
             for p in window.processes.values()
         ]
         ok = any(p.phase is TracePhase.FINISHED for p in window.processes.values())
-        return self._reply(seq, _A.DYNAMIC_ACTION_STOP, ok, lines, window)
+        return self._reply(seq, _A.STOP, ok, lines, window)
 
-    async def _status(self, seq: int) -> pb.DynamicReply:
+    async def _status(self, seq: int) -> SessionReply:
         n = len(self._pids)
         lines = [
             f"attached to {n} process{'es' if n != 1 else ''}; {self._commands} of {self._command_limit} "
@@ -228,36 +227,33 @@ class DynamicSession:
                 f"idle: {self._windows} window{'s' if self._windows != 1 else ''} so far; the session ends "
                 f"after {max(0.0, left):.0f} s more without collecting"
             )
-        return self._reply(seq, _A.DYNAMIC_ACTION_STATUS, True, lines, window if self._collecting else None)
+        return self._reply(seq, _A.STATUS, True, lines, window if self._collecting else None)
 
-    async def _quit(self, seq: int, why: str = "quit") -> pb.DynamicReply:
+    async def _quit(self, seq: int, why: str = "quit") -> SessionReply:
         reply = await self._stop(seq) if self._collecting else None
         lines = [
-            *(reply.message.splitlines() if reply else []),
+            *(reply.lines if reply else []),
             f"{why}: the job keeps running; attach again any time",
         ]
-        return self._reply(
-            seq, _A.DYNAMIC_ACTION_QUIT, True, lines, self._window if reply else None, ended=True
-        )
+        return self._reply(seq, _A.QUIT, True, lines, self._window if reply else None, ended=True)
 
-    async def _count_command(self, reply: pb.DynamicReply) -> pb.DynamicReply:
+    async def _count_command(self, reply: SessionReply) -> SessionReply:
         """msprof's cap on start/stop commands: the one that reaches it is answered, then the session
         ends (stopping a window it started)."""
         self._commands += 1
         reply.commands_left = max(0, self._command_limit - self._commands)
         if self._commands < self._command_limit:
             return reply
-        lines = [reply.message]
         if self._collecting:
-            lines.append((await self._stop(reply.seq)).message)
-        lines.append(
+            reply.lines += (await self._stop(reply.seq)).lines
+        reply.lines.append(
             f"this session used its {self._command_limit} start/stop commands (--command-limit): it ended; "
             "attach again to go on"
         )
-        reply.message, reply.ended = "\n".join(lines), True
+        reply.ended = True
         return reply
 
-    def _process_gone(self, gone: Gone) -> pb.DynamicReply:
+    def _process_gone(self, gone: Gone) -> SessionReply:
         record = gone.record
         self._pids.discard(record.host_pid)
         lines = [f"{_who(record)} {gone.why} at step {record.current_step}"]
@@ -269,7 +265,7 @@ class DynamicSession:
         ended = not self._pids
         if ended:
             lines.append("the task ended: every attached process has exited")
-        return self._reply(0, _A.DYNAMIC_ACTION_UNSPECIFIED, False, lines, ended=ended)
+        return self._reply(0, _A.NONE, False, lines, ended=ended)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -298,33 +294,28 @@ class DynamicSession:
     def _reply(
         self,
         seq: int,
-        action: pb.DynamicAction,
+        action: SessionAction,
         ok: bool,
         lines: List[str],
         window: Optional[Trace] = None,
         ended: bool = False,
-    ) -> pb.DynamicReply:
-        reply = pb.DynamicReply(
-            seq=seq,
-            action=action,
-            ok=ok,
-            message="\n".join(lines),
+    ) -> SessionReply:
+        processes = [
+            SessionProcess(
+                p.pid, p.host_pid, p.rank, p.phase is not TracePhase.FAILED, p.error or p.phase.value, p
+            )
+            for p in (window.processes.values() if window is not None else ())
+        ]
+        return SessionReply(
+            seq,
+            action,
+            ok,
+            lines,
+            processes,
             window_id=window.trace_id if window else "",
             ended=ended,
             commands_left=max(0, self._command_limit - self._commands),
         )
-        if window is not None:
-            for p in window.processes.values():
-                reply.processes.add(
-                    pid=p.pid,
-                    host_pid=p.host_pid,
-                    rank=p.rank,
-                    ok=p.phase is not TracePhase.FAILED,
-                    detail=p.error or p.phase.value,
-                    window=trace_process(p),
-                    size_bytes=p.size_bytes,
-                )
-        return reply
 
     def _end(self) -> None:
         """Free the processes; a window still collecting is stopped (its files are kept)."""
@@ -339,7 +330,7 @@ class DynamicSession:
         for process in window.processes.values():
             record = self._node.registry.get(process.host_pid)
             if record is not None and not process.phase.final:
-                self._node.delivery.push(record, CommandKind.DYNAMIC, window.trace_id, stop)
+                self._node.delivery.push(record, CommandKind.DYNAMIC, window.trace_id, stop, final_only=True)
 
 
 _FINAL = (TracePhase.FINISHED, TracePhase.FAILED)
@@ -347,16 +338,7 @@ _FINAL = (TracePhase.FINISHED, TracePhase.FAILED)
 
 async def _until(trace: Trace, done: Callable[[ProcessTrace], bool], timeout: float) -> bool:
     """Wait until *done* holds for every process of *trace*; False after *timeout* seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        updated = trace.updated
-        if all(done(p) for p in trace.processes.values()):
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(updated.wait(), remaining)
+    return await trace.changes.until(lambda: all(done(p) for p in trace.processes.values()), timeout)
 
 
 def _who(p: Union[ProcessRecord, ProcessTrace]) -> str:

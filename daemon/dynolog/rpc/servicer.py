@@ -1,9 +1,8 @@
-"""The gRPC servicer: answers `dyno` from the registry and the IPC counters."""
+"""The gRPC servicer: each RPC validated, converted to the daemon's model (:mod:`.convert`), run, and
+its answer converted back."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import platform
 import socket
@@ -16,15 +15,16 @@ from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from . import __version__, auth, fetch, targeting
-from .dispatch import IpcDispatcher
-from .edge import command_response, msmonitor_status, process_info, trace_info
-from .kinds.dynamic import Holds
-from .node import Node
-from .paths import check_output_path
-from .registry import ClientKind, ProcessRecord
-from .sessions import DynamicSession
-from .traces import Trace
+from .. import __version__, auth, fetch, targeting
+from ..dispatch import IpcDispatcher
+from ..dynamic_session import DynamicSession
+from ..kinds.dynamic import Holds
+from ..model import Controller, SessionStep
+from ..node import Node
+from ..paths import check_output_path
+from ..registry import ClientKind, ProcessRecord
+from ..traces import Trace, TraceSlot
+from . import convert
 
 
 class DynologService(pb_grpc.DynologServicer):
@@ -41,13 +41,19 @@ class DynologService(pb_grpc.DynologServicer):
         self._trace_roots = tuple(trace_roots)
         self._started = time.monotonic()
 
-    def _records(self) -> List[ProcessRecord]:
-        return list(self._node.registry) if self._node is not None else []
+    def serve_on(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_DynologServicer_to_server(self, server)
+
+    def _records(self) -> List[Tuple[ProcessRecord, TraceSlot]]:
+        """Every registered process, with its trace slot."""
+        node = self._node
+        return [(r, node.traces.slot_of(r)) for r in node.registry] if node is not None else []
 
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetStatusResponse:
-        records = self._records()
+        processes = self._records()
+        records = [r for r, _ in processes]
         response = pb.GetStatusResponse(
             hostname=socket.gethostname(),
             version=__version__,
@@ -58,7 +64,7 @@ class DynologService(pb_grpc.DynologServicer):
             plugin_processes=sum(ClientKind.PLUGIN in r.clients for r in records),
             kineto_processes=sum(ClientKind.KINETO in r.clients for r in records),
             tls=self._tls,
-            msmonitor=msmonitor_status(records),
+            msmonitor=convert.msmonitor_status(records, [slot for _, slot in processes]),
         )
         if self._node is not None:
             response.dropped.update(self._node.drops.snapshot())
@@ -85,53 +91,54 @@ class DynologService(pb_grpc.DynologServicer):
     async def ListProcesses(
         self, request: pb.ListProcessesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListProcessesResponse:
-        records = [r for r in self._records() if request.job_id in (0, r.job_id)]
-        records.sort(key=lambda r: (r.job_id, r.rank, r.host_pid))
+        processes = [(r, slot) for r, slot in self._records() if request.job_id in (0, r.job_id)]
+        processes.sort(key=lambda p: (p[0].job_id, p[0].rank, p[0].host_pid))
         holds = self._node.holds if self._node is not None else None
         return pb.ListProcessesResponse(
-            processes=[process_info(r, _held_by(holds, r.host_pid)) for r in records]
+            processes=[convert.process_info(r, slot, _held_by(holds, r.host_pid)) for r, slot in processes]
         )
 
     async def NpuTrace(
         self, request: pb.NpuTraceRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommandResponse:
         node = await self._accept(context, validate.npu_trace(request), request.log_file)
-        return command_response(await node.pipeline.run(node.nputrace, request))
+        return convert.command_response(await node.pipeline.run(node.nputrace, convert.npu_trace(request)))
 
     async def GpuTrace(
         self, request: pb.GpuTraceRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommandResponse:
         node = await self._accept(context, validate.gpu_trace(request), request.log_file)
-        return command_response(await node.pipeline.run(node.gputrace, request))
+        return convert.command_response(await node.pipeline.run(node.gputrace, convert.gpu_trace(request)))
 
     async def NpuMonitor(
         self, request: pb.NpuMonitorRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommandResponse:
         node = await self._accept(context, validate.npu_monitor(request), request.log_file)
-        return command_response(await node.pipeline.run(node.npumonitor, request))
+        return convert.command_response(
+            await node.pipeline.run(node.npumonitor, convert.npu_monitor(request))
+        )
 
     async def GetTrace(self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext) -> pb.TraceInfo:
         node, trace = await self._find(request, context)
         node.kineto.refresh(trace)
-        return trace_info(trace)
+        return convert.trace_info(trace)
 
     async def WatchTrace(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TraceInfo]:
         """Every change of the trace, until it is done (or the client goes away)."""
         node, trace = await self._find(request, context)
+        changes = trace.changes
         while True:
-            updated = trace.updated
+            seen = changes.version
             node.kineto.refresh(trace)
-            info = trace_info(trace)
+            info = convert.trace_info(trace)
             yield info
             # What was sent decides: the trace may end while the message goes out, and then the next
             # round sends its final state.
             if info.done:
                 return
-            # Stock Kineto reports nothing: its file is looked for at each wake-up, at least every second.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(updated.wait(), timeout=1.0)
+            await changes.since(seen)
 
     async def FetchTraceFiles(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
@@ -139,21 +146,23 @@ class DynologService(pb_grpc.DynologServicer):
         """The files the trace's processes wrote, in chunks (see dynolog.fetch for which are served)."""
         node, trace = await self._find(request, context)
         node.kineto.refresh(trace)
-        async for chunk in fetch.chunks(trace, self._trace_roots, socket.gethostname()):
-            yield chunk
+        host = socket.gethostname()
+        async for piece in fetch.chunks(trace, self._trace_roots):
+            yield convert.file_chunk(piece, host)
 
     async def WatchMetrics(
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
         """Each matched process's reports as they arrive, until the client goes away."""
         node = await self._require_ipc(context)
-        queue = node.metrics.watch(request.targets, request.latest)
+        targets = convert.targets(request.targets)
+        queue = node.metrics.watch(targets, request.latest)
         try:
             while True:
-                report = await queue.get()
-                record = node.registry.get(report.host_pid)
-                if record is None or targeting.matches(record, request.targets):
-                    yield report
+                record, report = await queue.get()
+                current = node.registry.get(record.host_pid)
+                if current is None or targeting.matches(current, targets):
+                    yield convert.metrics_report(record, report, node.metrics.hostname)
         finally:
             node.metrics.unwatch(queue)
 
@@ -172,16 +181,17 @@ class DynologService(pb_grpc.DynologServicer):
         node = await self._accept(
             context, validate.dynamic_attach(first.attach), first.attach.output, "--output"
         )
-        session = DynamicSession(node, first.attach, *_controller(context, first.attach.client))
-        async for reply in session.run(first.seq, requests):
-            yield reply
+        attach = convert.attach(first.attach)
+        session = DynamicSession(node, attach, *_controller(context, attach.client))
+        async for reply in session.run(first.seq, _steps(requests)):
+            yield convert.session_reply(reply)
 
     async def ListIncidents(
         self, request: pb.ListIncidentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListIncidentsResponse:
         node = await self._require_ipc(context)
         incidents = node.incidents.list(request.job_id, request.limit)
-        return pb.ListIncidentsResponse(incidents=[i.to_proto() for i in incidents])
+        return pb.ListIncidentsResponse(incidents=[convert.incident_info(i) for i in incidents])
 
     async def GetIncident(
         self, request: pb.GetIncidentRequest, context: grpc.aio.ServicerContext
@@ -191,7 +201,7 @@ class DynologService(pb_grpc.DynologServicer):
         if incident is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no incident {request.id} on this daemon")
         assert incident is not None
-        return incident.to_proto()
+        return convert.incident_info(incident)
 
     async def _accept(
         self,
@@ -234,7 +244,12 @@ def _held_by(holds: Optional[Holds], host_pid: int) -> str:
     return hold.describe() if hold is not None else ""
 
 
-def _controller(context: grpc.aio.ServicerContext, client: pb.DynamicClient) -> Tuple[str, str]:
+async def _steps(requests: AsyncIterator[pb.DynamicRequest]) -> AsyncIterator[SessionStep]:
+    async for request in requests:
+        yield convert.session_step(request)
+
+
+def _controller(context: grpc.aio.ServicerContext, client: Controller) -> Tuple[str, str]:
     """Who holds the processes, as a second controller is told: the certificate's name when there is
     one (verified), else the user the client says it runs as; and which dyno, from where."""
     peer = auth.peer_of(context.auth_context())

@@ -12,79 +12,24 @@ what, how many may take it, and how the answer is worded — is written here onc
 from __future__ import annotations
 
 import abc
-import collections
-from dataclasses import dataclass, field
-from typing import Generic, List, Optional, Protocol, TypeVar
+from typing import Generic, Optional, Protocol, TypeVar
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, Reason, TraceState
 
 from . import targeting
+from .model import CommandResult, Outcome, Targets
 from .registry import ProcessRecord, Registry
 from .traces import TraceStore
 
 
 class Targeted(Protocol):
-    """Every command request says which processes it is for."""
+    """Every command says which processes it is for."""
 
     @property
-    def targets(self) -> pb.Targets: ...
+    def targets(self) -> Targets: ...
 
 
 Request = TypeVar("Request", bound=Targeted)
-
-
-@dataclass
-class Outcome:
-    """What one matched process does with the command."""
-
-    record: ProcessRecord
-    reason: Optional[Reason] = None  # None: it took the command
-    detail: str = ""  # why not (the reason's wording, or the process's own answer), or how it went
-    expected_output: str = ""
-
-    @property
-    def triggered(self) -> bool:
-        return self.reason is None
-
-    def refuse(self, reason: Reason, detail: str = "") -> None:
-        self.reason, self.detail = reason, detail or reason.value
-
-
-@dataclass
-class CommandResult:
-    label: str  # "nputrace", "npu-monitor start", ... as the answer names the command
-    outcomes: List[Outcome] = field(default_factory=list)
-    refusal: Optional[Reason] = None  # refused before any process: none registered, none matched
-    message: str = ""
-    trace_id: str = ""
-
-    @property
-    def taken(self) -> List[Outcome]:
-        return [o for o in self.outcomes if o.triggered]
-
-    @property
-    def effective(self) -> bool:
-        return bool(self.taken)
-
-    @property
-    def reason(self) -> Optional[Reason]:
-        """The refusal, or the most common reason among the processes when none took it."""
-        if self.refusal is not None or self.effective:
-            return self.refusal
-        return collections.Counter(o.reason for o in self.outcomes).most_common(1)[0][0]
-
-    def conclude(self) -> None:
-        """Word the answer once every process's outcome is known."""
-        if self.refusal is not None:
-            return
-        if self.effective:
-            named = f"{self.label} {self.trace_id}" if self.trace_id else self.label
-            self.message = f"{named} sent to {len(self.taken)} of {len(self.outcomes)} matched processes"
-            return
-        self.trace_id = ""
-        why = next(o.detail for o in self.outcomes if o.reason is self.reason)
-        self.message = f"no matched process can take {self.label}: {why}"
 
 
 class Policy(abc.ABC, Generic[Request]):
@@ -151,17 +96,16 @@ class CommandPipeline:
     def exclusion(self, kind: CommandKind, record: ProcessRecord) -> Optional[Reason]:
         """nputrace and npu-monitor exclude each other per process; one trace at a time; one command
         waiting for a polling client at a time."""
+        state = self._traces.slot_of(record).state
         if kind.traces:
             if record.monitor_state is MonitorState.RUNNING:
                 return Reason.NPU_MONITOR_RUNNING
-            if self._traces.active(record.host_pid) is not None or record.trace_state.busy:
+            if self._traces.active(record.host_pid) is not None or state.busy:
                 return Reason.TRACE_BUSY
-        elif record.trace_state is TraceState.RUNNING or (
+        elif state is TraceState.RUNNING or (
             # msMonitor lets a monitor start while a trace waits for its step; but where the plugin runs
             # both, the monitor's profiler would keep the trace's from starting.
-            record.trace_state is TraceState.READY
-            and record.can_run(CommandKind.NPUTRACE)
-            and record.accepts_push
+            state is TraceState.READY and record.can_run(CommandKind.NPUTRACE) and record.accepts_push
         ):
             return Reason.NPU_TRACE_RUNNING
         if record.outbox is not None:

@@ -1,0 +1,278 @@
+"""The gRPC edge: the proto's requests as the daemon's model (:mod:`dynolog.model`), and the model's
+records, traces, outcomes, reports and incidents as the proto's messages and enums. Nothing else in the
+daemon sees a protobuf message."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Dict, List, Optional, Type, TypeVar, cast
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin.monitor.report import KindStat, NameStat, Report
+from msmonitor_plugin.vocabulary import Reason, TracePhase
+
+from ..fetch import Piece
+from ..incidents.incident import Incident
+from ..model import (
+    AttachCommand,
+    CommandResult,
+    GpuTraceCommand,
+    NpuMonitorCommand,
+    NpuTraceCommand,
+    SessionAction,
+    SessionReply,
+    SessionStep,
+    Targets,
+    from_fields,
+)
+from ..registry import ClientKind, ProcessRecord
+from ..traces import ProcessTrace, Trace, TraceSlot
+
+# --- requests, in ------------------------------------------------------------------------------------
+
+_Model = TypeVar("_Model")
+
+
+def _fields(message: Message) -> Dict[str, Any]:
+    """The fields *message* carries, as plain values (proto3 presence: unset optionals and messages are
+    absent)."""
+    return {f.name: _value(f, value) for f, value in message.ListFields()}
+
+
+def _value(field: FieldDescriptor, value: Any) -> Any:
+    if field.is_repeated:
+        return [_fields(v) for v in value] if field.message_type is not None else list(value)
+    return _fields(value) if field.message_type is not None else value
+
+
+def _model(cls: Type[_Model], message: Message) -> _Model:
+    return from_fields(cls, _fields(message))
+
+
+def targets(message: pb.Targets) -> Targets:
+    return _model(Targets, message)
+
+
+def npu_trace(request: pb.NpuTraceRequest) -> NpuTraceCommand:
+    return _model(NpuTraceCommand, request)
+
+
+def gpu_trace(request: pb.GpuTraceRequest) -> GpuTraceCommand:
+    return _model(GpuTraceCommand, request)
+
+
+def npu_monitor(request: pb.NpuMonitorRequest) -> NpuMonitorCommand:
+    return _model(NpuMonitorCommand, request)
+
+
+def attach(message: pb.DynamicAttach) -> AttachCommand:
+    return _model(AttachCommand, message)
+
+
+def session_step(request: pb.DynamicRequest) -> SessionStep:
+    action = SessionAction(request.action) if request.action in _ACTIONS else SessionAction.NONE
+    return SessionStep(request.seq, action, attach(request.attach) if request.HasField("attach") else None)
+
+
+_ACTIONS = frozenset(a.value for a in SessionAction)
+
+# --- answers, out ------------------------------------------------------------------------------------
+
+_CLIENT_KINDS = {
+    ClientKind.PLUGIN: pb.CLIENT_KIND_PLUGIN,
+    ClientKind.KINETO: pb.CLIENT_KIND_KINETO,
+    ClientKind.MSMONITOR: pb.CLIENT_KIND_MSMONITOR,
+}
+
+
+def proto_reason(reason: Optional[Reason]) -> pb.Reason:
+    if reason is None:
+        return pb.REASON_UNSPECIFIED
+    return cast(pb.Reason, pb.Reason.Value(f"REASON_{reason.name}"))
+
+
+def trace_info(trace: Trace) -> pb.TraceInfo:
+    return pb.TraceInfo(
+        trace_id=trace.trace_id,
+        kind=trace.kind.value,
+        created_at=trace.created_at,
+        processes=[trace_process(p) for p in trace.processes.values()],
+        done=trace.done,
+    )
+
+
+def trace_process(p: ProcessTrace) -> pb.TraceProcess:
+    return pb.TraceProcess(
+        pid=p.pid,
+        host_pid=p.host_pid,
+        rank=p.rank,
+        phase=_phase(p.phase),
+        start_step=p.start_step,
+        stop_step=p.stop_step,
+        current_step=p.current_step,
+        output=p.output,
+        files=p.files,
+        error=p.error,
+        warnings=p.warnings,
+        updated_at=p.updated_at,
+        history=[pb.PhaseChange(phase=_phase(phase), at=at) for phase, at in p.history],
+    )
+
+
+def _phase(phase: TracePhase) -> pb.TracePhase:
+    return cast(pb.TracePhase, pb.TracePhase.Value(f"TRACE_PHASE_{phase.name}"))
+
+
+def command_response(result: CommandResult) -> pb.CommandResponse:
+    response = pb.CommandResponse(
+        command_status=pb.COMMAND_STATUS_EFFECTIVE if result.effective else pb.COMMAND_STATUS_INEFFECTIVE,
+        reason=proto_reason(result.reason),
+        message=result.message,
+        trace_id=result.trace_id,
+    )
+    for o in result.outcomes:
+        response.processes.add(
+            pid=o.record.pid,
+            host_pid=o.record.host_pid,
+            rank=o.record.rank,
+            triggered=o.triggered,
+            reason=proto_reason(o.reason),
+            detail=o.detail,
+            expected_output=o.expected_output,
+        )
+    # dynolog's own response fields, for its scripts.
+    response.processes_matched.extend(o.record.pid for o in result.outcomes)
+    response.activity_profilers_triggered.extend(o.record.pid for o in result.taken)
+    response.activity_profilers_busy = sum(o.reason is Reason.TRACE_BUSY for o in result.outcomes)
+    return response
+
+
+def msmonitor_status(records: List[ProcessRecord], slots: List[TraceSlot]) -> pb.MsMonitorStatus:
+    """msMonitor's getStatus: the most advanced state of any process, in msMonitor's words."""
+
+    def summary(states: List[str]) -> str:
+        return next((s for s in ("running", "ready", "idle") if s in states), "uninitialized").title()
+
+    tracing = [slot for slot in slots if slot.state.busy]
+    start, stop = (tracing[0].start_step, tracing[0].stop_step) if tracing else (-1, -1)
+    return pb.MsMonitorStatus(
+        nputrace=summary([slot.state.value for slot in slots]),
+        npumonitor=summary([r.monitor_state.value for r in records]),
+        current_step=max((r.current_step for r in records), default=0),
+        start_step=start,
+        stop_step=stop,
+    )
+
+
+def process_info(record: ProcessRecord, slot: TraceSlot, held_by: str = "") -> pb.ProcessInfo:
+    return pb.ProcessInfo(
+        pid=record.pid,
+        host_pid=record.host_pid,
+        ancestors=record.ancestors,
+        job_id=record.job_id,
+        rank=record.rank,
+        local_rank=record.local_rank,
+        world_size=record.world_size,
+        devices=record.devices,
+        backend=record.backend,
+        clients=sorted(_CLIENT_KINDS[k] for k in record.clients),
+        hostname=record.hostname,
+        versions=record.versions,
+        plugin_version=record.plugin_version,
+        capabilities=record.capabilities,
+        registered_at=record.registered_at,
+        last_seen_s=max(0.0, time.monotonic() - record.last_seen),
+        uid=record.uid,
+        current_step=record.current_step,
+        trace_state=f"TRACE_STATE_{slot.state.name}",
+        monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
+        held_by=held_by,
+        service=record.service,
+        helper_pids=sorted(record.helpers),
+    )
+
+
+def metrics_report(record: ProcessRecord, report: Report, hostname: str) -> pb.MetricsReport:
+    return pb.MetricsReport(
+        hostname=record.hostname or hostname,
+        pid=record.pid,
+        host_pid=record.host_pid,
+        rank=record.rank,
+        job_id=record.job_id,
+        seq=report.seq,
+        backend=report.backend,
+        start_ns=report.start_ns,
+        end_ns=report.end_ns,
+        sampled_ns=report.sampled_ns,
+        kinds=[_kind(k) for k in report.kinds],
+        dropped=report.dropped,
+        unavailable=report.unavailable,
+        final=report.final,
+    )
+
+
+def _kind(k: KindStat) -> pb.KindStats:
+    return pb.KindStats(
+        kind=k.kind.label,
+        device=k.device,
+        count=k.count,
+        total_ns=k.total_ns,
+        min_ns=k.min_ns,
+        max_ns=k.max_ns,
+        mean_ns=k.mean_ns,
+        distinct=k.distinct,
+        top=[_name(n) for n in k.top],
+        other=_name(k.other),
+    )
+
+
+def _name(n: NameStat) -> pb.NameStats:
+    return pb.NameStats(
+        name=n.name, domain=n.domain or "", count=n.count, total_ns=n.total_ns, mean_ns=n.mean_ns
+    )
+
+
+def incident_info(incident: Incident) -> pb.IncidentInfo:
+    fields = {f.name: getattr(incident, f.name) for f in dataclasses.fields(incident) if f.name != "resume"}
+    fields["figures"] = [pb.NameFigure(**dataclasses.asdict(f)) for f in incident.figures]
+    fields["timeline"] = [pb.IncidentEvent(at=at, what=what) for at, what in incident.timeline]
+    return pb.IncidentInfo(**fields)
+
+
+def file_chunk(piece: Piece, host: str) -> pb.FileChunk:
+    entry, p = piece.entry, piece.entry.process
+    return pb.FileChunk(
+        host=host,
+        pid=p.pid,
+        host_pid=p.host_pid,
+        rank=p.rank,
+        name=entry.name,
+        path=entry.path,
+        trace=entry.trace,
+        error=piece.error,
+        size=piece.size,
+        offset=piece.offset,
+        data=piece.data,
+    )
+
+
+def session_reply(reply: SessionReply) -> pb.DynamicReply:
+    message = pb.DynamicReply(
+        seq=reply.seq,
+        action=cast(pb.DynamicAction, reply.action.value),
+        ok=reply.ok,
+        message="\n".join(reply.lines),
+        window_id=reply.window_id,
+        ended=reply.ended,
+        commands_left=reply.commands_left,
+    )
+    for p in reply.processes:
+        process = message.processes.add(pid=p.pid, host_pid=p.host_pid, rank=p.rank, ok=p.ok, detail=p.detail)
+        if p.window is not None:
+            process.window.CopyFrom(trace_process(p.window))
+            process.size_bytes = p.window.size_bytes
+    return message
