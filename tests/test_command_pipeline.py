@@ -7,7 +7,10 @@ import asyncio
 import itertools
 from typing import Sequence
 
+from dynolog.clients import polling
+from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
+from dynolog.ipc import Sender
 from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
@@ -24,7 +27,14 @@ from dynolog.pipeline import CommandPipeline
 from dynolog.registry import ClientKind, ProcessRecord, Registry
 from dynolog.traces import TraceStore
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, Reason, TracePhase, TraceState
+from msmonitor_plugin.vocabulary import (
+    MONITOR_HOLDER,
+    CommandKind,
+    MonitorState,
+    Reason,
+    TracePhase,
+    TraceState,
+)
 
 # Far above any pid the kernel hands out here: /proc has no such process, so the claim stands.
 _PIDS = itertools.count(3_000_000)
@@ -36,6 +46,7 @@ class Node:
         self.registry = Registry(60.0)
         self.traces = TraceStore()
         delivery = Delivery()
+        self._plugin = PluginClient(self.registry, self.traces, delivery)
         self.pipeline = CommandPipeline(self.registry, self.traces)
         self.nputrace = NpuTrace(self.traces, delivery)
         self.gputrace = GpuTrace(self.traces, delivery)
@@ -44,11 +55,12 @@ class Node:
     def plugin(self, rank: int, capabilities: Sequence[str] = PLUGIN_KINDS, step: int = 0) -> ProcessRecord:
         pid = next(_PIDS)
         hello = wire.Hello(pid=pid, rank=rank, job_id=7, capabilities=list(capabilities), step=step)
-        return self.registry.plugin_hello(pid, 0, hello, b"\0test\0")
+        return self._plugin.register(Sender(b"\0test\0", pid, 0), hello)
 
     def kineto(self) -> ProcessRecord:
         pid = next(_PIDS)
-        return self.registry.poll(pid, 0, wire.KinetoRequest(3, 7, (pid,)), b"\0test\0", ClientKind.KINETO)
+        request = wire.KinetoRequest(3, 7, (pid,))
+        return polling.register(self.registry, Sender(b"\0test\0", pid, 0), request, ClientKind.KINETO)
 
 
 def nputrace(start_step: int = -1, **targets: object) -> NpuTraceCommand:
@@ -161,3 +173,20 @@ def test_attaching_ignores_what_runs_there_but_not_another_controller():
     # The holder itself is not refused by its own hold.
     own = SessionRequest(mine.attach, Hold(1, "'alice' (certificate)", "dyno pid 7 on node03"))
     assert reasons(node.pipeline.decide(attach, own)) == [None, None, None]
+
+
+def test_the_plugins_word_on_its_profiler_comes_first_naming_the_holder():
+    """The service profiler's operator collection tells the daemon nothing but the hello's holder."""
+    node = Node()
+    serving = node.plugin(rank=0)
+    serving.profiler = "the service profiler's operator collection (acl_task_time 2)"
+    monitoring = node.plugin(rank=1)
+    monitoring.profiler = MONITOR_HOLDER
+    trace = node.pipeline.decide(node.nputrace, nputrace())
+    assert reasons(trace) == [Reason.TRACE_BUSY, Reason.NPU_MONITOR_RUNNING]
+    assert trace.outcomes[0].detail == (
+        f"{Reason.TRACE_BUSY.value} (the service profiler's operator collection (acl_task_time 2) holds "
+        "its one profiler)"
+    )
+    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
+    assert reasons(monitor) == [Reason.NPU_TRACE_RUNNING, None], "a change to the monitor holding it passes"

@@ -7,18 +7,20 @@ import asyncio
 from dynolog import traces as traces_module
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
+from dynolog.ipc import Sender
 from dynolog.registry import Registry
 from dynolog.traces import TraceStore
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
 
 PID = 3_100_000  # no such process: /proc has nothing to contradict the plugin's claims
+SENDER = Sender(b"\0t\0", PID, 0)
 
 
 def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back():
     registry, traces = Registry(60.0), TraceStore()
-    plugin = PluginClient(traces, Delivery())
-    record = registry.plugin_hello(PID, 0, wire.Hello(pid=PID, capabilities=["push", "nputrace"]), b"\0t\0")
+    plugin = PluginClient(registry, traces, Delivery())
+    record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
     trace = traces.new(CommandKind.NPUTRACE)
     traces.stage(trace, record, "/traces/")
     plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.RUNNING))
@@ -27,7 +29,7 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
     stale = wire.Hello(
         pid=PID, capabilities=["push", "nputrace"], trace_id=trace.trace_id, trace_phase="running"
     )
-    registry.plugin_hello(PID, 0, stale, b"\0t\0")
+    plugin.register(SENDER, stale)
     plugin.hello(record, stale)
     assert trace.done and traces.active(PID) is None
     assert traces.slot_of(record).state is TraceState.IDLE, "the process is free for the next trace"
@@ -37,11 +39,12 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
 def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(monkeypatch):
     monkeypatch.setattr(traces_module, "MAX_PROCESS_ENTRIES", 10)
     registry, traces = Registry(60.0), TraceStore()
+    plugin = PluginClient(registry, traces, Delivery())
 
     def trace_of_four(first_pid: int, finish: bool):
         trace = traces.new(CommandKind.NPUTRACE)
         for pid in range(first_pid, first_pid + 4):
-            record = registry.plugin_hello(pid, 0, wire.Hello(pid=pid), b"\0t\0")
+            record = plugin.register(Sender(b"\0t\0", pid, 0), wire.Hello(pid=pid))
             process = traces.stage(trace, record, "/traces/")
             if finish:
                 traces.set_phase(trace, process, TracePhase.FINISHED)
@@ -55,7 +58,7 @@ def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(mo
 
     huge = trace_of_four(PID + 200, finish=False)
     for pid in range(PID + 204, PID + 212):  # one trace over the bound alone: kept whole, the others go
-        traces.stage(huge, registry.plugin_hello(pid, 0, wire.Hello(pid=pid), b"\0t\0"), "/traces/")
+        traces.stage(huge, plugin.register(Sender(b"\0t\0", pid, 0), wire.Hello(pid=pid)), "/traces/")
     assert traces.get(huge.trace_id) is huge and len(huge.processes) == 12
     assert all(traces.get(t.trace_id) is None for t in (running, *done))
     assert traces.active(PID + 100) is None and traces.active(PID + 211) is huge
@@ -64,8 +67,8 @@ def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(mo
 def test_a_trace_reported_after_the_hello_is_awaited_and_an_unreported_one_is_given_up():
     async def scenario():
         registry, traces = Registry(60.0), TraceStore()
-        plugin = PluginClient(traces, Delivery())
-        record = registry.plugin_hello(PID, 0, wire.Hello(pid=PID, capabilities=["push"]), b"\0t\0")
+        plugin = PluginClient(registry, traces, Delivery())
+        record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push"]))
         waiting = asyncio.ensure_future(traces.learnt("42", timeout=60.0))
         await asyncio.sleep(0)  # let it wait: the event comes after, as a restarted daemon sees it
         plugin.event(record, wire.TraceEvent(trace_id="42", phase=TracePhase.FINISHED))

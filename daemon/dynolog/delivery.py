@@ -63,9 +63,6 @@ class Delivery:
         if final or not unanswered.final_only:
             del pending[kind]
 
-    def unanswered(self, host_pid: int, kind: CommandKind) -> bool:
-        return kind in self._unanswered.get(host_pid, {})
-
     def heartbeat(self, record: ProcessRecord) -> None:
         """The process is listening: what it has not answered is pushed again."""
         for kind, unanswered in list(self._unanswered.get(record.host_pid, {}).items()):

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from msmonitor_plugin import wire
 
 from . import __version__
+from .clients import polling
 from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
 from .node import Node
 from .registry import ClientKind, ProcessRecord
@@ -77,7 +78,8 @@ class IpcDispatcher:
         request = wire.KinetoRequest.unpack(datagram.payload)
         kind = self._poller_kind(endpoint, sender)
         record = self._register(
-            sender, lambda: self.node.registry.poll(sender.pid, sender.uid, request, sender.address, kind)
+            sender,
+            lambda: polling.register(self.node.registry, sender, request, kind),
         )
         if kind is ClientKind.MSMONITOR:
             reply = self.node.msmonitor.poll(record)  # staged only for what the plugin leaves to it
@@ -89,17 +91,13 @@ class IpcDispatcher:
 
     def _on_context(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         context = wire.KinetoContext.unpack(datagram.payload)
-        registry = self.node.registry
-        record = self._register(
-            sender, lambda: registry.context(sender.pid, sender.uid, context, sender.address)
-        )
-        endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(registry.peers(record))), sender.address)
+        record = self._register(sender, lambda: self.node.msmonitor.register(sender, context))
+        peers = self.node.registry.peers(record)
+        endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(peers)), sender.address)
 
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         hello = wire.Hello.from_payload(datagram.payload)
-        record = self._register(
-            sender, lambda: self.node.registry.plugin_hello(sender.pid, sender.uid, hello, sender.address)
-        )
+        record = self._register(sender, lambda: self.node.plugin.register(sender, hello))
         ack = wire.Ack(keepalive_s=self.node.registry.keepalive_s, daemon_version=__version__)
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
         if self.node.registry.is_helper(sender.pid):  # its job's plugin speaks for the process
@@ -116,7 +114,7 @@ class IpcDispatcher:
             return
         log.info("process %d left", sender.pid)
         self.node.process_gone(record, "exited")
-        self.node.registry.plugin_bye(sender.pid)
+        self.node.registry.left(sender.pid, ClientKind.PLUGIN)
 
     # --- what registered processes report ---------------------------------------------------------
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 import abc
 from typing import Generic, Optional, Protocol, TypeVar
 
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, Reason, TraceState
+from msmonitor_plugin.vocabulary import (
+    MONITOR_HOLDER,
+    CommandKind,
+    MonitorState,
+    Reason,
+    TraceState,
+)
 
 from . import targeting
 from .model import CommandResult, Outcome, Targets
@@ -81,15 +87,18 @@ class CommandPipeline:
             )
         for record in matched:
             outcome = Outcome(record)
+            held = held_by(policy.kind, record) if policy.exclusive else None
             reason = (
-                (self.exclusion(policy.kind, record) if policy.exclusive else None)
+                held
+                or (self.exclusion(policy.kind, record) if policy.exclusive else None)
                 or (None if record.can_run(policy.kind) else Reason.NOT_SUPPORTED)
                 or policy.refuse(request, record)
             )
             if reason is None and targets.process_limit and len(result.taken) >= targets.process_limit:
                 reason = Reason.PROCESS_LIMIT
             if reason is not None:
-                outcome.refuse(reason, policy.explain(reason, record))
+                why = policy.explain(reason, record)
+                outcome.refuse(reason, f"{why} ({record.profiler} holds its one profiler)" if held else why)
             result.outcomes.append(outcome)
         return result
 
@@ -111,6 +120,17 @@ class CommandPipeline:
         if record.outbox is not None:
             return Reason.TRACE_BUSY
         return None
+
+
+def held_by(kind: CommandKind, record: ProcessRecord) -> Optional[Reason]:
+    """The process's own word first: a profiler its plugin says it runs (the slot's holder) excludes any
+    other, the service profiler's operator collection included, which nothing else tells the daemon."""
+    holder = record.profiler
+    if not holder or (kind is CommandKind.NPUMONITOR and holder == MONITOR_HOLDER):
+        return None  # free, or a change to the monitor that holds it
+    if holder == MONITOR_HOLDER:
+        return Reason.NPU_MONITOR_RUNNING
+    return Reason.TRACE_BUSY if kind.traces else Reason.NPU_TRACE_RUNNING
 
 
 def _refused(result: CommandResult, reason: Reason, message: str) -> CommandResult:

@@ -20,6 +20,7 @@ from msmonitor_plugin import identity, wire
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TraceState
 
 from .changed import Changed
+from .ipc import Sender
 
 
 class ClientKind(enum.Enum):
@@ -59,6 +60,9 @@ class ProcessRecord:
     framework_trace: TraceState = TraceState.UNINITIALIZED
     framework_steps: Tuple[int, int] = (-1, -1)
     monitor_state: MonitorState = MonitorState.UNINITIALIZED
+    # Who holds the process's one profiler, as its plugin last said (Hello.profiler; "" when free); what
+    # ended since is cleared at once, by the event that says so.
+    profiler: str = ""
     registered_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.monotonic)
     helpers: Set[int] = field(default_factory=set)  # host pids of the framework helpers folded in here
@@ -151,15 +155,16 @@ class Registry:
         """The record of *host_pid*, or of the job whose helper it is."""
         return self._by_pid.get(self._helpers.get(host_pid, host_pid))
 
-    def _touch(
-        self, host_pid: int, pid: int, uid: int, kind: ClientKind, address: wire.Address
-    ) -> ProcessRecord:
+    def touch(self, sender: Sender, pid: int, kind: ClientKind) -> ProcessRecord:
+        """The record of the *sender* (registered now if new, as *pid* in its own namespace), heard from
+        just now through *kind*'s client."""
+        host_pid, address = sender.pid, sender.address
         record = self.get(host_pid)
         if record is None:
             record = self._by_pid[host_pid] = ProcessRecord(
                 host_pid=host_pid,
                 pid=inner_pid(host_pid, pid),
-                uid=uid,
+                uid=sender.uid,
                 host_ancestors=tuple(identity.ancestors(host_pid)),
             )
             record.clients.add(kind)  # what it is decides whether it folds
@@ -202,66 +207,12 @@ class Registry:
     def is_helper(self, host_pid: int) -> bool:
         return host_pid in self._helpers
 
-    def poll(
-        self, host_pid: int, uid: int, request: wire.KinetoRequest, address: wire.Address, kind: ClientKind
-    ) -> ProcessRecord:
-        """A ``req``: from stock Kineto, or from an msMonitor client (*kind* says which)."""
-        record = self._touch(host_pid, request.pids[0], uid, kind, address)
-        if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
-            record.job_id = request.job_id
-            record.ancestors = tuple(request.pids[1:])
-            if record.framework_trace is TraceState.UNINITIALIZED:
-                record.framework_trace = TraceState.IDLE
-        return record
-
-    def plugin_hello(
-        self, host_pid: int, uid: int, hello: wire.Hello, address: wire.Address
-    ) -> ProcessRecord:
-        record = self._touch(host_pid, hello.pid, uid, ClientKind.PLUGIN, address)
-        if host_pid in self._helpers:
-            return record
-        record.ancestors = tuple(hello.ancestors)
-        record.job_id = hello.job_id
-        record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
-        record.devices = tuple(hello.devices) or record.devices  # keep a ctxt's device id
-        if record.backend != hello.backend:
-            record.backend = hello.backend
-            self._announce()
-        record.hostname = hello.hostname
-        record.versions = dict(hello.versions)
-        record.plugin_version = hello.plugin_version
-        record.capabilities = tuple(hello.capabilities)
-        record.service = hello.service
-        record.current_step = max(record.current_step, hello.step)
-        # The traces the plugin runs itself are the trace store's (it adopts what the hello names after a
-        # daemon restart); the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
-        if record.runs_itself(CommandKind.NPUTRACE):
-            record.framework_trace = TraceState.IDLE
-        if "push" in hello.capabilities and hello.monitor_state in (MonitorState.IDLE, MonitorState.RUNNING):
-            record.monitor_state = MonitorState(hello.monitor_state)
-        if record.monitor_state is MonitorState.UNINITIALIZED:
-            record.monitor_state = MonitorState.IDLE
-        return record
-
-    def context(
-        self, host_pid: int, uid: int, context: wire.KinetoContext, address: wire.Address
-    ) -> ProcessRecord:
-        """Register a ``ctxt`` (msMonitor's registration)."""
-        record = self._touch(host_pid, context.pid, uid, ClientKind.MSMONITOR, address)
-        record.devices = record.devices or (context.device,)  # the framework's npu id
-        if ClientKind.PLUGIN not in record.clients:
-            record.job_id, record.backend = context.job_id, "msmonitor"
-            # msMonitor's init_dyno reports Idle for both right after registering.
-            if record.framework_trace is TraceState.UNINITIALIZED:
-                record.framework_trace = TraceState.IDLE
-            if record.monitor_state is MonitorState.UNINITIALIZED:
-                record.monitor_state = MonitorState.IDLE
-        key = (context.job_id, context.device)
-        if record.context is not None and record.context != key:  # re-registered elsewhere: move it
+    def join_context(self, record: ProcessRecord, key: Tuple[int, int]) -> None:
+        """*record* registered with msMonitor's ``ctxt`` on (job, device); where it was before, it left."""
+        if record.context is not None and record.context != key:
             self._leave_context(record.context, record.host_pid)
         record.context = key
         self._contexts.setdefault(key, set()).add(record.host_pid)
-        return record
 
     def _leave_context(self, key: Tuple[int, int], host_pid: int) -> None:
         """An empty (job, device) is dropped: a process re-registering under ever-new ids must not grow it."""
@@ -275,12 +226,13 @@ class Registry:
         """How many processes registered on the (job, device) of *record*'s ctxt, as dynolog answers."""
         return len(self._contexts.get(record.context, ())) if record.context is not None else 0
 
-    def plugin_bye(self, host_pid: int) -> None:
+    def left(self, host_pid: int, kind: ClientKind) -> None:
+        """*kind*'s client in the process said goodbye; with no client left the process is forgotten."""
         record = self._by_pid.get(host_pid)
         if record is None:
             return
-        record.clients.discard(ClientKind.PLUGIN)
-        record.addresses.pop(ClientKind.PLUGIN, None)
+        record.clients.discard(kind)
+        record.addresses.pop(kind, None)
         if not record.clients:
             self._forget(host_pid)
 
@@ -310,6 +262,12 @@ class Registry:
     def is_orphan(self, host_pid: int) -> bool:
         """A helper left polling by a killed job: not a job process, whatever it sends."""
         return host_pid in self._orphans
+
+    def set_backend(self, record: ProcessRecord, backend: str) -> None:
+        """The process imported a framework: a launched job's session waits for that."""
+        if record.backend != backend:
+            record.backend = backend
+            self._announce()
 
     def _announce(self) -> None:
         self.changed.notify()

@@ -20,11 +20,10 @@ from .monitor.config import ConfigError, MonitorConfig
 from .monitor.engine import Monitor
 from .monitor.report import Report
 from .slot import ProfilerSlot
-from .vocabulary import MonitorState, msmonitor_socket_dir
+from .vocabulary import MONITOR_HOLDER, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 
-MONITOR_OWNER = "npu-monitor"
 # Sends one message to the daemon over the agent's link, keeping it for later if the daemon is away.
 Send = Callable[[str, bytes], None]
 
@@ -66,7 +65,7 @@ class MonitorHandler:
         except ConfigError as exc:
             log.warning("npu-monitor config refused: %s", exc)
             return self._answer(self._refused(command_id, str(exc)))
-        holder = self._slot.claim(MONITOR_OWNER) if config.start else None
+        holder = self._slot.claim(MONITOR_HOLDER) if config.start else None
         if holder is not None:
             return self._answer(
                 self._refused(
@@ -93,7 +92,7 @@ class MonitorHandler:
 
     def _release_unless_running(self) -> None:
         if self.state is not MonitorState.RUNNING:
-            self._slot.release(MONITOR_OWNER)
+            self._slot.release(MONITOR_HOLDER)
 
     def close(self) -> None:
         """Stop monitoring, writing what the interval has (file mode) before leaving."""
@@ -118,7 +117,7 @@ class MonitorHandler:
 
     def _on_stopped(self, reason: str) -> None:
         """Tell the daemon the monitor stopped by itself (DURATION), so nputrace is possible again."""
-        self._slot.release(MONITOR_OWNER)
+        self._slot.release(MONITOR_HOLDER)
         if reason != "command":  # a command's own answer says so
             self._answer(wire.MonitorEvent(command_id="", state=MonitorState.IDLE.value, reason=reason))
 

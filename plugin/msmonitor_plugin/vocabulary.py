@@ -26,6 +26,17 @@ class CommandKind(str, enum.Enum):
         return self in (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC)
 
 
+# Who holds a process's one profiler, as its plugin names the holder: in refusals, and to the daemon in
+# every hello (``Hello.profiler``), so the daemon refuses what the process would.
+MONITOR_HOLDER = "npu-monitor"
+WINDOW_HOLDER = "a dyno dynamic window"
+
+
+def trace_holder(kind: CommandKind, trace_id: str) -> str:
+    """The holder's name while a trace of *kind* waits for its step or runs: "nputrace <id>", ..."""
+    return WINDOW_HOLDER if kind is CommandKind.DYNAMIC else f"{kind.value} {trace_id}"
+
+
 class TraceState(str, enum.Enum):
     """A process's trace slot, as msMonitor's status structs and ``dyno processes`` show it."""
 

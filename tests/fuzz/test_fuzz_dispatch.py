@@ -20,7 +20,7 @@ from dynolog.ipc import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndp
 from dynolog.metrics import Watched
 from dynolog.model import Targets
 from dynolog.node import Node
-from dynolog.registry import Registry
+from dynolog.registry import ClientKind, Registry
 from dynolog.rpc import convert
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.report import ChunkAssembler, ReportError
@@ -126,7 +126,7 @@ def _kind(**changes: object) -> Dict[str, object]:
     return {"kind": "Kernel", "device": 0, "count": 1, "total_ns": 1, "min_ns": 1, "max_ns": 1, **changes}
 
 
-RECORD = Registry(60.0).plugin_hello(os.getpid(), UID, wire.Hello(pid=os.getpid()), b"\0fuzz\0")
+RECORD = Registry(60.0).touch(Sender(b"\0fuzz\0", os.getpid(), UID), os.getpid(), ClientKind.PLUGIN)
 nested = st.integers(1, 5000).map(lambda n: b"[" * n + b"]" * n)
 
 

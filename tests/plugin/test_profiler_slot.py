@@ -9,11 +9,11 @@ import unittest
 
 from msmonitor_plugin import identity, wire
 from msmonitor_plugin.agent import Agent
-from msmonitor_plugin.monitor_handler import MONITOR_OWNER, MonitorHandler
+from msmonitor_plugin.monitor_handler import MonitorHandler
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import WINDOW_OWNER, Tracer
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
+from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.vocabulary import MONITOR_HOLDER, WINDOW_HOLDER, CommandKind, TracePhase
 
 # As service/switch.py names its operator collection.
 SERVICE_OWNER = "the service profiler's operator collection (acl_task_time 3)"
@@ -94,16 +94,16 @@ class TraceSlotTest(unittest.TestCase):
     # --- refused while another holds the slot ---------------------------------------------------------
 
     def test_a_trace_arriving_while_npu_monitor_holds_the_slot_fails_naming_it(self):
-        self.assertIsNone(self.slot.claim(MONITOR_OWNER))
+        self.assertIsNone(self.slot.claim(MONITOR_HOLDER))
         self.tracer.accept(npu_command())
         event, holder = self.last()
         self.assertEqual((event.trace_id, event.phase), ("7", TracePhase.FAILED))
         self.assertEqual(event.error, "refused: npu-monitor runs in this process (one profiler at a time)")
-        self.assertEqual(holder, MONITOR_OWNER)
-        self.assertEqual(self.slot.holder, MONITOR_OWNER, "the refused trace took nothing from the monitor")
+        self.assertEqual(holder, MONITOR_HOLDER)
+        self.assertEqual(self.slot.holder, MONITOR_HOLDER, "the refused trace took nothing from the monitor")
         self.assertEqual((self.tracer.state(), self.counter.pending, self.recorders), (("", ""), None, []))
         # Once the monitor lets go, the next trace is taken.
-        self.slot.release(MONITOR_OWNER)
+        self.slot.release(MONITOR_HOLDER)
         self.tracer.accept(npu_command("8"))
         self.assertEqual(self.events[-1][0].phase, TracePhase.READY)
 
@@ -116,7 +116,7 @@ class TraceSlotTest(unittest.TestCase):
 
     def test_a_trace_is_refused_while_a_dynamic_window_holds_the_slot(self):
         # Another tracer in the same process (the window's): the slot, not the tracer, refuses.
-        self.assertIsNone(self.slot.claim(WINDOW_OWNER))
+        self.assertIsNone(self.slot.claim(WINDOW_HOLDER))
         self.tracer.accept(npu_command())
         self.assertIn("refused: a dyno dynamic window runs in this process", self.last()[0].error)
 
@@ -210,13 +210,13 @@ class HelloProfilerTest(unittest.TestCase):
         self.assertEqual(self.agent._hello().profiler, "")
 
     def test_the_hello_names_npu_monitor_and_the_trace_it_refused_is_not_taken(self):
-        self.assertIsNone(self.agent.slot.claim(MONITOR_OWNER))
+        self.assertIsNone(self.agent.slot.claim(MONITOR_HOLDER))
         self.agent.router.route(npu_command("t2", ACTIVITIES_LOG_FILE=self.dir.name))
         self.assertEqual(self.agent.tracer.state(), ("", ""))
         self.assertEqual(self.agent._hello().profiler, "npu-monitor")
 
     def test_identity_passes_the_holder_through_and_an_older_peer_means_free(self):
-        self.assertEqual(identity.hello(0, [], {}, profiler=WINDOW_OWNER).profiler, "a dyno dynamic window")
+        self.assertEqual(identity.hello(0, [], {}, profiler=WINDOW_HOLDER).profiler, "a dyno dynamic window")
         self.assertEqual(wire.Hello.from_payload(b'{"pid": 1}').profiler, "")
 
 

@@ -11,7 +11,7 @@ from msmonitor_plugin.vocabulary import TracePhase, TraceState
 
 from ..registry import ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceStore
-from . import outbox
+from . import polling
 
 IDLE_POLLS = 5  # free polls after delivery, without a file, before a Kineto trace counts as dropped
 
@@ -29,7 +29,7 @@ class KinetoClient:
             return b""
         process = trace.processes[record.host_pid]
         if process.phase == TracePhase.STAGED and not busy:
-            return outbox.take(self._traces, record)
+            return polling.take(self._traces, record)
         if process.phase == TracePhase.DELIVERED and busy:
             self._traces.set_phase(trace, process, TracePhase.RUNNING)
         elif process.phase == TracePhase.RUNNING and not busy:  # busy, then free again: it is done

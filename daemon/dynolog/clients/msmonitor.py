@@ -11,9 +11,10 @@ from typing import Optional, Tuple
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
 
-from ..registry import ProcessRecord
+from ..ipc import Sender
+from ..registry import ClientKind, ProcessRecord, Registry
 from ..traces import ProcessTrace, Trace, TraceStore, framework_outputs
-from . import outbox
+from . import polling
 
 # msMonitor's status struct values.
 _TRACE_STATES = {-1: TraceState.UNINITIALIZED, 0: TraceState.IDLE, 1: TraceState.RUNNING, 2: TraceState.READY}
@@ -21,11 +22,26 @@ _MONITOR_STATES = {-1: MonitorState.UNINITIALIZED, 0: MonitorState.IDLE, 1: Moni
 
 
 class MsMonitorClient:
-    def __init__(self, traces: TraceStore) -> None:
+    def __init__(self, registry: Registry, traces: TraceStore) -> None:
+        self._registry = registry
         self._traces = traces
 
+    def register(self, sender: Sender, context: wire.KinetoContext) -> ProcessRecord:
+        """A ``ctxt`` (msMonitor's registration): answered with the peers on its (job, device)."""
+        record = self._registry.touch(sender, context.pid, ClientKind.MSMONITOR)
+        record.devices = record.devices or (context.device,)  # the framework's npu id
+        if ClientKind.PLUGIN not in record.clients:
+            record.job_id, record.backend = context.job_id, "msmonitor"
+            # msMonitor's init_dyno reports Idle for both right after registering.
+            if record.framework_trace is TraceState.UNINITIALIZED:
+                record.framework_trace = TraceState.IDLE
+            if record.monitor_state is MonitorState.UNINITIALIZED:
+                record.monitor_state = MonitorState.IDLE
+        self._registry.join_context(record, (context.job_id, context.device))
+        return record
+
     def poll(self, record: ProcessRecord) -> bytes:
-        return outbox.take(self._traces, record)
+        return polling.take(self._traces, record)
 
     @staticmethod
     def monitor_status(record: ProcessRecord, status: wire.NpuStatus) -> None:

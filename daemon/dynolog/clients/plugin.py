@@ -6,19 +6,49 @@ from __future__ import annotations
 import logging
 
 from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState, trace_holder
 
 from ..delivery import Delivery
-from ..registry import ProcessRecord
+from ..ipc import Sender
+from ..registry import ClientKind, ProcessRecord, Registry
 from ..traces import TraceStore
 
 log = logging.getLogger("dynolog.trace")
 
 
 class PluginClient:
-    def __init__(self, traces: TraceStore, delivery: Delivery) -> None:
+    def __init__(self, registry: Registry, traces: TraceStore, delivery: Delivery) -> None:
+        self._registry = registry
         self._traces = traces
         self._delivery = delivery
+
+    def register(self, sender: Sender, hello: wire.Hello) -> ProcessRecord:
+        """A hello (also the heartbeat): the process as its plugin describes it."""
+        record = self._registry.touch(sender, hello.pid, ClientKind.PLUGIN)
+        if self._registry.is_helper(sender.pid):  # its job's plugin speaks for the process
+            return record
+        record.ancestors = tuple(hello.ancestors)
+        record.job_id = hello.job_id
+        record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
+        record.devices = tuple(hello.devices) or record.devices  # keep a ctxt's device id
+        self._registry.set_backend(record, hello.backend)
+        record.hostname = hello.hostname
+        record.versions = dict(hello.versions)
+        record.plugin_version = hello.plugin_version
+        record.capabilities = tuple(hello.capabilities)
+        record.service = hello.service
+        # A heartbeat built just before the trace's last event names the trace as holder: it holds no more.
+        record.profiler = "" if hello.trace_id and self._ended(hello, record) else hello.profiler
+        record.current_step = max(record.current_step, hello.step)
+        # The traces the plugin runs itself are the trace store's (it adopts what the hello names after a
+        # daemon restart); the rest (torch_npu's own traces, say) is reported in msMonitor's status structs.
+        if record.runs_itself(CommandKind.NPUTRACE):
+            record.framework_trace = TraceState.IDLE
+        if "push" in hello.capabilities and hello.monitor_state in (MonitorState.IDLE, MonitorState.RUNNING):
+            record.monitor_state = MonitorState(hello.monitor_state)
+        if record.monitor_state is MonitorState.UNINITIALIZED:
+            record.monitor_state = MonitorState.IDLE
+        return record
 
     def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         """A trace the process holds that this daemon does not know (it restarted since) is adopted."""
@@ -50,5 +80,7 @@ class PluginClient:
         process.error = event.error
         process.warnings[:] = event.warnings
         phase = TracePhase.reported(event.phase) or TracePhase.FAILED
+        if phase.final and record.profiler == trace_holder(trace.kind, trace.trace_id):
+            record.profiler = ""
         self._delivery.answered(record.host_pid, trace.kind, trace.trace_id, final=phase.final)
         self._traces.set_phase(trace, process, phase)

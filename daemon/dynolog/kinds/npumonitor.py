@@ -16,6 +16,7 @@ from msmonitor_plugin.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
     DEFAULT_TOP_N,
+    MONITOR_HOLDER,
     CommandKind,
     MonitorState,
     Reason,
@@ -106,6 +107,8 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""
         running = event.state == MonitorState.RUNNING
         record.monitor_state = MonitorState.RUNNING if running else MonitorState.IDLE
+        if not running and record.profiler == MONITOR_HOLDER:
+            record.profiler = ""
         if event.reason:
             log.info("monitor of process %d stopped: %s", record.host_pid, event.reason)
         self._delivery.answered(record.host_pid, self.kind, event.command_id)

@@ -23,7 +23,7 @@ from .. import identity, wire
 from ..configtext import ConfigTextError
 from ..slot import ProfilerSlot
 from ..steps import StepCounter
-from ..vocabulary import CommandKind, TracePhase
+from ..vocabulary import CommandKind, TracePhase, trace_holder
 from . import prof
 from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
 from .spec import TraceSpec, is_stop, parse
@@ -42,14 +42,7 @@ STOP_GRACE_S = 3.0
 # between steps (an inference server counts none; a job just launched soon will).
 START_GRACE_S = 2.0
 IMPORT_RETRY_S = 0.2
-WINDOW_OWNER = "a dyno dynamic window"  # the profiler slot's holder while a window runs
 WRITE_AT_EXIT_S = 30.0  # how long the exiting process waits for a window being written
-
-
-def slot_owner(spec: TraceSpec) -> str:
-    """The name a trace holds the process's profiler slot under: "nputrace <id>", "gputrace <id>", or
-    :data:`WINDOW_OWNER` for a ``dyno dynamic`` window. Refusals quote it, and the hello reports it."""
-    return WINDOW_OWNER if spec.until_stopped else f"{spec.kind.value} {spec.trace_id}"
 
 
 def _after(seconds: float, action: Callable[[], None]) -> None:
@@ -387,7 +380,7 @@ class Tracer:
                 return self._refuse(command.trace_id, str(exc))
             # Claimed from ready to finished or failed, not only while recording: a trace waiting for its
             # step keeps npu-monitor from taking the profiler it will need, as the daemon has always had it.
-            owner = slot_owner(spec)
+            owner = trace_holder(spec.kind, spec.trace_id)
             holder = self._slot.claim(owner)
             if holder is not None:
                 return self._refuse(
