@@ -8,7 +8,7 @@ PY38 ?= $(shell for p in python3.8 $$HOME/.pyenv/versions/3.8*/bin/python3.8; do
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 8)' >/dev/null 2>&1 && echo $$p && break; done)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-py38 lint proto bench venv clean
+.PHONY: demo test check test-py38 lint proto bench venv clean
 
 $(STAMP): pyproject.toml plugin/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(STAMP)
 
 test: $(STAMP) test-py38
 	$(PY) -m pytest -q
+
+# The edit loop: unit and contract tests, without those marked torch (a real PyTorch training process)
+# or slow (tests/conftest.py says which and why); about 3 minutes on two cores. `make test` runs them all.
+check: $(STAMP)
+	$(PY) -m pytest -q -m "not torch and not slow"
 
 # The plugin must keep working on Python 3.8: run its standard-library tests there.
 test-py38:

@@ -44,6 +44,31 @@ def start_workload() -> Iterator[Callable[..., Workload]]:
         workload.stop()
 
 
+# --- selection: `make check` is `pytest -m "not torch and not slow"` -----------------------------------
+# `torch` (a real PyTorch training process) is said by each module that starts one: pytestmark = torch.
+# The marks below are given here, by folder and by module, so that a new test there has them too.
+TESTS = Path(__file__).resolve().parent
+# Modules (relative to tests/) of slow integration tests on two cores, with why; `make test` runs them.
+SLOW_MODULES: Dict[str, str] = {
+    "test_soak.py": "a thousand simulated plugin processes for 30 s, and starting and stopping them",
+    "test_peer_mindspore.py": "MindSpore's own virtual environment (a ~1 GB download) and CPU training",
+    "test_plugin_hostile.py": "a real job against hostile and flooding daemons until its link recovers",
+    "fuzz/test_fuzz_daemon.py": "floods and fuzzes a live daemon over gRPC and its sockets",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if TESTS not in path.parents:
+            continue
+        module = path.relative_to(TESTS).as_posix()
+        if module.startswith("plugin/"):
+            item.add_marker(pytest.mark.plugin)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 # Tests CI may skip, each with the reason; any other skip fails a CI run, since a skip can hide a failure.
 EXPECTED_SKIPS: Dict[str, str] = {}
 

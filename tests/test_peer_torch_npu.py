@@ -24,6 +24,8 @@ import peers
 from fake_mspti import fake_mspti_build
 from harness import BIN, Daemon, Workload, parent_of, read_line_until, stop_process, wait_until
 
+pytestmark = pytest.mark.torch  # train.py: a real PyTorch job, torch_npu's stand-in imported
+
 # torch_npu's helper prints this (stdout, dyno mode) each time a poll brought it a command.
 HELPER_TOOK_A_COMMAND = "Dynolog profiler process load json success"
 
