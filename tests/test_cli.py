@@ -153,6 +153,21 @@ def test_each_listed_summary_is_the_first_line_of_its_commands_help():
         assert (command.name, command.help.splitlines()[0]) == (entry.name, entry.help)
 
 
+def test_each_flag_is_named_as_validation_errors_name_its_field():
+    """dynoproto.validate's messages name the flag a user typed: the CLI's flags and validate.flag_name
+    agree (both from vocabulary.FLAG_NAMES where a flag is not named after its field)."""
+    from dyno.cli import TARGETING, Listed
+    from dyno.commands import COMMANDS
+    from dynoproto import validate
+
+    commands = [entry.load() for entry in COMMANDS if isinstance(entry, Listed)]
+    flags = [*TARGETING, *(flag for command in commands for flag in command.flags)]
+    named = [flag for flag in flags if flag.field and not flag.positional]
+    assert any(flag.field == "targets.ranks" for flag in named)
+    for flag in named:
+        assert validate.flag_name(flag.field) in (flag.name, *flag.aliases), flag
+
+
 def test_status_without_certs_loads_no_cryptography(daemon: Daemon):
     assert loaded("grpc,cryptography", "--port", str(daemon.port), "status") == ["grpc"]
 

@@ -31,7 +31,7 @@ from typing import (
     Union,
 )
 
-from msmonitor_plugin.vocabulary import split_list
+from msmonitor_plugin.vocabulary import FLAG_NAMES, split_list
 
 from .exits import EXIT_USAGE, CliError
 from .target import Target
@@ -74,6 +74,12 @@ class Flag(NamedTuple):
     @property
     def positional(self) -> bool:
         return not self.name.startswith("-")
+
+
+def field_flag(field: str, *args: Any, **kwargs: Any) -> Flag:
+    """The flag that fills request *field*, named from ``vocabulary.FLAG_NAMES``, the table
+    dynoproto.validate names it from in its errors (the rest as :class:`Flag` takes it)."""
+    return Flag(FLAG_NAMES[field], field, *args, **kwargs)
 
 
 class Command(NamedTuple):
@@ -189,7 +195,7 @@ TARGETING = (
     Flag(
         "--pids", "targets.pids", pid_list, "0", "comma-separated pids; a launcher's pid selects its workers"
     ),
-    Flag("--rank-list", "targets.ranks", int_list, None, "comma-separated ranks, e.g. 0,1"),
+    field_flag("targets.ranks", int_list, None, "comma-separated ranks, e.g. 0,1"),
     Flag(
         "--process-limit",
         "targets.process_limit",

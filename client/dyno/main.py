@@ -14,11 +14,13 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
+from msmonitor_plugin.vocabulary import DEFAULT_PORT
+
 from . import __version__
 from .cli import Flag, dispatch, group_parser
 from .commands import COMMANDS
 from .exits import EXIT_USAGE, CliError
-from .target import KEY_PASSWORD_ENV, NO_CERTS, Target
+from .target import DEFAULT_PARALLEL, DEFAULT_TIMEOUT_S, KEY_PASSWORD_ENV, NO_CERTS, Target
 
 HELP = """Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.
 
@@ -31,7 +33,7 @@ host answered effective, 1 when some did not, 3 when none could be reached.
 
 GLOBAL_FLAGS = (
     Flag("--hostname", "hostname", str, "localhost", "host running dynolog"),
-    Flag("--port", "port", int, 1778, "dynolog's gRPC port", minimum=1, maximum=65535),
+    Flag("--port", "port", int, DEFAULT_PORT, "dynolog's gRPC port", minimum=1, maximum=65535),
     Flag(
         "--certs-dir",
         "certs_dir",
@@ -47,7 +49,12 @@ GLOBAL_FLAGS = (
         f"file with the password of an encrypted client.key (or ${KEY_PASSWORD_ENV})",
     ),
     Flag(
-        "--timeout", "timeout", float, 10.0, "seconds to wait for the daemon (each host's own)", minimum=0.1
+        "--timeout",
+        "timeout",
+        float,
+        DEFAULT_TIMEOUT_S,
+        "seconds to wait for the daemon (each host's own)",
+        minimum=0.1,
     ),
     Flag(
         "--hosts",
@@ -66,7 +73,12 @@ GLOBAL_FLAGS = (
     ),
     Flag("--slurm-job", "slurm_job", str, None, "run on the nodes of this Slurm job (asks scontrol)"),
     Flag(
-        "--parallel", "parallel", int, 64, "hosts asked at once by --hosts/--hostfile/--slurm-job", minimum=1
+        "--parallel",
+        "parallel",
+        int,
+        DEFAULT_PARALLEL,
+        "hosts asked at once by --hosts/--hostfile/--slurm-job",
+        minimum=1,
     ),
     Flag("--json", "json", bool, False, "machine-readable JSON on stdout, nothing else"),
     Flag("--version", None, bool, False, "print dyno's version and exit"),

@@ -6,23 +6,27 @@ from __future__ import annotations
 import os
 from typing import NamedTuple, Optional
 
+from msmonitor_plugin.vocabulary import DEFAULT_PORT
+
 NO_CERTS = "NO_CERTS"
 KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_PARALLEL = 64
 
 
 class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docstring
     hostname: str = "localhost"
-    port: int = 1778
+    port: int = DEFAULT_PORT
     certs_dir: Optional[str] = None
-    timeout: float = 10.0
+    timeout: float = DEFAULT_TIMEOUT_S
     json: bool = False
     key_password_file: Optional[str] = None
     # Fan-out (dyno.fanout): any of these names the hosts instead of hostname.
     hosts: Optional[str] = None  # a Slurm hostlist: node[001-128],login1
     hostfile: Optional[str] = None
     slurm_job: Optional[str] = None
-    parallel: int = 64  # hosts asked at once
+    parallel: int = DEFAULT_PARALLEL  # hosts asked at once
     name: str = ""  # one host of a fan-out as its list wrote it (``node01:1779``): how it is shown
 
     @property

@@ -128,6 +128,27 @@ DEFAULT_KINETO_LOG_FILE = "/tmp/libkineto_activities.json"
 # start/stop commands.
 DEFAULT_DYNAMIC_IDLE_TIMEOUT_S = 1800
 DEFAULT_DYNAMIC_COMMAND_LIMIT = 100
+# gputrace's iteration mode starts at the next multiple of this step (Kineto's
+# PROFILE_START_ITERATION_ROUNDUP); 0 on the wire means this.
+DEFAULT_START_ITERATION_ROUNDUP = 1
+DEFAULT_PORT = 1778  # dynolog's gRPC port, where dyno looks for it without --port
+
+# --- dyno's flags: the one that sets each request field (its path in the request) whose flag is not the
+# field's own name with dashes (``targets.job_id``: --job-id). dyno declares those flags with these names
+# (dyno.cli.field_flag), and dynoproto.validate names them so in its errors (validate.flag_name).
+FLAG_NAMES: Mapping[str, str] = {
+    "targets.ranks": "--rank-list",
+    "profile_start_time_ms": "--profile-start-time",
+    "start": "--npu-monitor-start",
+    "stop": "--npu-monitor-stop",
+    "duration_s": "--duration",
+    "activity_kinds": "--mspti-activity-kind",
+    "jsonl_rotate_log_lines": "--json-rotate-log-lines",
+    "jsonl_rotate_log_files": "--json-rotate-log-files",
+    "options.export_type": "--type",
+    "idle_timeout_s": "--idle-timeout",
+    "wait_registration_s": "--launch-timeout",
+}
 
 
 def split_list(text: Optional[str]) -> List[str]:

@@ -1,6 +1,8 @@
 """The rules a command must satisfy, checked by `dyno` before sending and by the daemon on receipt.
 
-Each rule names the request field; :func:`flag_name` turns it into the CLI flag for messages.
+Each rule names the request field (its path in the request, as ``targets.pids``); :func:`flag_name`
+turns it into the CLI flag for messages, from the table dyno declares its flags with
+(``msmonitor_plugin.vocabulary.FLAG_NAMES``).
 Values end up in ``KEY=VALUE`` config text that torch_npu splits on ``=`` and newlines, so no value
 may contain either.
 """
@@ -10,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, List
+
+from msmonitor_plugin.vocabulary import DEFAULT_TOP_N, FLAG_NAMES, MAX_TOP_N
 
 from . import dynolog_pb2 as pb
 
@@ -31,26 +35,6 @@ HOST_SYS = ("cpu", "mem", "disk", "network", "osrt")
 MAX_PATH = 4096
 MAX_LIST_TEXT = 1024
 
-# Request fields whose CLI flag is not simply the field name with dashes.
-_FLAGS = {
-    "targets.ranks": "--rank-list",
-    "targets.pids": "--pids",
-    "targets.job_id": "--job-id",
-    "targets.process_limit": "--process-limit",
-    "profile_start_time_ms": "--profile-start-time",
-    "profile_start_iteration_roundup": "--profile-start-iteration-roundup",
-    "mspti_activity_kind": "--mspti-activity-kind",
-    "npu_monitor_start": "--npu-monitor-start",
-    "options.activities": "--activities",
-    "options.task_time": "--task-time",
-    "options.aic_metrics": "--aic-metrics",
-    "options.host_sys": "--host-sys",
-    "options.export_type": "--type",
-    "idle_timeout_s": "--idle-timeout",
-    "wait_registration_s": "--launch-timeout",
-    "command_limit": "--command-limit",
-}
-
 
 @dataclass(frozen=True)
 class FieldError:
@@ -62,7 +46,9 @@ class FieldError:
 
 
 def flag_name(field: str) -> str:
-    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+    """The dyno flag that sets request *field*: its name in FLAG_NAMES, else the field's own name (the
+    last part of its path) with dashes."""
+    return FLAG_NAMES.get(field, "--" + field.rpartition(".")[2].replace("_", "-"))
 
 
 def npu_trace(request: pb.NpuTraceRequest) -> List[FieldError]:
@@ -126,24 +112,24 @@ MONITOR_EXPORT_TYPES = ("DB", "Jsonl")
 def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
     errors = targets(request.targets)
     if request.start and request.stop:
-        errors.append(FieldError("npu_monitor_start", "and --npu-monitor-stop exclude each other"))
+        errors.append(FieldError("start", f"and {flag_name('stop')} exclude each other"))
     if not 0 <= request.duration_s < math.inf:
         errors.append(
-            FieldError("duration", f"must be finite, >= 0 s (0: until stopped), got {request.duration_s}")
+            FieldError("duration_s", f"must be finite, >= 0 s (0: until stopped), got {request.duration_s}")
         )
-    errors += _choices("mspti_activity_kind", request.activity_kinds, MONITOR_KINDS)
+    errors += _choices("activity_kinds", request.activity_kinds, MONITOR_KINDS)
     if request.export_type.lower() not in ("", "db", "jsonl"):
         errors.append(FieldError("export_type", f"must be DB or Jsonl, got {request.export_type!r}"))
     if request.log_file:
         errors += output_path("log_file", request.log_file)
     errors += _int_text(
-        "json_rotate_log_lines",
+        "jsonl_rotate_log_lines",
         request.jsonl_rotate_log_lines,
         lambda v: 100 <= v <= 500_000,
         "an integer in 100..500000",
     )
     errors += _int_text(
-        "json_rotate_log_files",
+        "jsonl_rotate_log_files",
         request.jsonl_rotate_log_files,
         lambda v: v == -1 or v >= 2,
         "-1 (keep all) or an integer >= 2",
@@ -151,8 +137,12 @@ def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
     if len(request.filter) > MAX_LIST_TEXT:
         errors.append(FieldError("filter", f"is longer than {MAX_LIST_TEXT} characters"))
     errors += _config_safe("filter", request.filter)
-    if not 0 <= request.top_n <= 1000:
-        errors.append(FieldError("top_n", f"must be in 0..1000 (0: the default 10), got {request.top_n}"))
+    if not 0 <= request.top_n <= MAX_TOP_N:
+        errors.append(
+            FieldError(
+                "top_n", f"must be in 0..{MAX_TOP_N} (0: the default {DEFAULT_TOP_N}), got {request.top_n}"
+            )
+        )
     if request.HasField("auto_trace"):
         errors += auto_trace(request)
     return errors
@@ -171,7 +161,7 @@ def auto_trace(request: pb.NpuMonitorRequest) -> List[FieldError]:
     a = request.auto_trace
     errors = []
     if not request.start:
-        errors.append(FieldError("auto_trace", "goes with --npu-monitor-start"))
+        errors.append(FieldError("auto_trace", f"goes with {flag_name('start')}"))
     if not 0 < a.slowdown <= 10:
         errors.append(
             FieldError("auto_trace", f"slowdown must be in 0..1000 % (above 0), got {a.slowdown:.0%}")

@@ -9,9 +9,15 @@ import sys
 from argparse import Namespace
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from msmonitor_plugin.vocabulary import DEFAULT_NPU_ACTIVITIES, split_list
+from msmonitor_plugin.vocabulary import (
+    DEFAULT_DYNAMIC_COMMAND_LIMIT,
+    DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
+    DEFAULT_NPU_ACTIVITIES,
+    FLAG_NAMES,
+    split_list,
+)
 
-from ..cli import Command, Flag, check_fields, fill, int_list, on_off
+from ..cli import Command, Flag, check_fields, field_flag, fill, int_list, on_off
 from ..exits import EXIT_USAGE, CliError
 from ..target import Target, absolute_path
 
@@ -39,7 +45,7 @@ FLAGS = (
     Flag("--task-time", "options.task_time", str, None, "task timing level: l0, l1, l2, on (= l1) or off"),
     Flag("--aic-metrics", "options.aic_metrics", str, None, "AI Core metrics, e.g. PipeUtilization"),
     Flag("--host-sys", "options.host_sys", split_list, None, "host data: some of cpu,mem,disk,network,osrt"),
-    Flag("--type", "options.export_type", str, None, "export format: text or db"),
+    field_flag("options.export_type", str, None, "export format: text or db"),
     Flag("--runtime-api", "options.runtime_api", on_off, "off", "Runtime API calls"),
     Flag("--aicpu", "options.aicpu", on_off, "off", "AI CPU operators"),
     Flag("--model-execution", "options.model_execution", on_off, "off", "model execution (GE) timing"),
@@ -48,11 +54,28 @@ FLAGS = (
     Flag("--ascendcl", "options.ascendcl", on_off, "off", "AscendCL API calls"),
     Flag("--l2", "options.l2", on_off, "off", "L2 cache hit rates"),
     Flag("--sys-hardware-mem", "options.sys_hardware_mem", on_off, "off", "on-chip memory bandwidth"),
-    Flag(
-        "--idle-timeout", "idle_timeout_s", float, "1800", "seconds without a window before the session ends"
+    field_flag(
+        "idle_timeout_s",
+        float,
+        DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
+        "seconds without a window before the session ends",
     ),
-    Flag("--command-limit", "command_limit", int, "100", "start/stop commands before the session ends"),
-    Flag("--launch-timeout", None, float, "60", "launch mode: seconds the job has to register", minimum=0),
+    Flag(
+        "--command-limit",
+        "command_limit",
+        int,
+        DEFAULT_DYNAMIC_COMMAND_LIMIT,
+        "start/stop commands before the session ends",
+    ),
+    # set only when a launched job started (field None: fill leaves it unset when attaching to pids)
+    Flag(
+        FLAG_NAMES["wait_registration_s"],
+        None,
+        float,
+        "60",
+        "launch mode: seconds the job has to register",
+        minimum=0,
+    ),
     Flag("--app-log", None, str, None, "launch mode: append the job's stdout and stderr to this file"),
     Flag("command", None, str, None, "launch mode: the job to start, and its arguments", repeat=True),
 )

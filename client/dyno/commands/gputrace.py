@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from msmonitor_plugin.vocabulary import DEFAULT_DURATION_MS
+from msmonitor_plugin.vocabulary import DEFAULT_DURATION_MS, DEFAULT_START_ITERATION_ROUNDUP
 
-from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill
+from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill
 from ..target import Target
 
 FLAGS = (
@@ -22,12 +22,12 @@ FLAGS = (
         "--duration-ms", "duration_ms", int, DEFAULT_DURATION_MS, "length of the trace (without --iterations)"
     ),
     Flag("--iterations", "iterations", int, -1, "steps to record (> 0 selects iteration mode)"),
-    Flag("--profile-start-time", "profile_start_time_ms", int, 0, "epoch ms to start; 0: now"),
+    field_flag("profile_start_time_ms", int, 0, "epoch ms to start; 0: now"),
     Flag(
         "--profile-start-iteration-roundup",
         "profile_start_iteration_roundup",
         int,
-        1,
+        DEFAULT_START_ITERATION_ROUNDUP,
         "start at the next multiple of this step",
     ),
     *TARGETING,

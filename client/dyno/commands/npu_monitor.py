@@ -16,7 +16,7 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import TARGETING, Command, Flag, check_fields, fill
+from ..cli import TARGETING, Command, Flag, check_fields, field_flag, fill
 from ..output import as_dict, print_json, rank_text, table
 from ..target import Target, absolute_path
 
@@ -82,8 +82,8 @@ def auto_trace(text: str) -> AutoTrace:
 _EXAMPLES = {"slowdown": "25%", "for": "3", "iterations": "2", "cooldown": "30m (s, m, h, d)", "max": "3/day"}
 
 FLAGS = (
-    Flag("--npu-monitor-start", "start", bool, False, "start monitoring"),
-    Flag("--npu-monitor-stop", "stop", bool, False, "stop monitoring (flush and tear down)"),
+    field_flag("start", bool, False, "start monitoring"),
+    field_flag("stop", bool, False, "stop monitoring (flush and tear down)"),
     Flag(
         "--report-interval-s",
         "report_interval_s",
@@ -92,9 +92,8 @@ FLAGS = (
         "seconds per report (0: unchanged)",
         minimum=0,
     ),
-    Flag("--duration", "duration_s", float, 0.0, "stop by itself after this many seconds (0: never)"),
-    Flag(
-        "--mspti-activity-kind",
+    field_flag("duration_s", float, 0.0, "stop by itself after this many seconds (0: never)"),
+    field_flag(
         "activity_kinds",
         split_list,
         DEFAULT_MONITOR_KINDS,
@@ -106,8 +105,8 @@ FLAGS = (
     Flag(
         "--export-type", "export_type", str, DEFAULT_MONITOR_EXPORT, "with --log-file: DB (SQLite) or Jsonl"
     ),
-    Flag("--json-rotate-log-lines", "jsonl_rotate_log_lines", str, "", "Jsonl lines per file, 100..500000"),
-    Flag("--json-rotate-log-files", "jsonl_rotate_log_files", str, "", "Jsonl files kept (-1: all)"),
+    field_flag("jsonl_rotate_log_lines", str, "", "Jsonl lines per file, 100..500000"),
+    field_flag("jsonl_rotate_log_files", str, "", "Jsonl files kept (-1: all)"),
     Flag("--top-n", "top_n", int, DEFAULT_TOP_N, "names reported per kind and device, by total time"),
     Flag(
         "--auto-trace",

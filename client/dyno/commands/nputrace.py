@@ -13,7 +13,7 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, fill, true_false
+from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill, true_false
 from ..target import Target
 
 FLAGS = (
@@ -29,8 +29,7 @@ FLAGS = (
         "steps to record; without it the trace is time-based (--duration-ms)",
     ),
     Flag("--duration-ms", "duration_ms", int, DEFAULT_DURATION_MS, "length of a time-based trace"),
-    Flag(
-        "--profile-start-time",
+    field_flag(
         "profile_start_time_ms",
         int,
         0,
