@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from _bench import REPO, Figure, clean_env, report
 from dynolog.incidents.detector import Detector, Settings, Who
-from dynolog.model import AutoTraceRule, NpuMonitorCommand
+from dynolog.kinds.npumonitor import AutoTraceRule, NpuMonitorCommand
 from monitor_daemon import hello
 from msmonitor_plugin import wire
 from msmonitor_plugin.monitor.records import Kind

@@ -11,18 +11,11 @@ from dynolog.clients import polling
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
-from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
-from dynolog.kinds.gputrace import GpuTrace
-from dynolog.kinds.npumonitor import NpuMonitor
-from dynolog.kinds.nputrace import NpuTrace
-from dynolog.model import (
-    AttachCommand,
-    CommandResult,
-    GpuTraceCommand,
-    NpuMonitorCommand,
-    NpuTraceCommand,
-    Targets,
-)
+from dynolog.kinds.dynamic import AttachCommand, DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
+from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
+from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
+from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.model import CommandResult, Targets
 from dynolog.pipeline import CommandPipeline
 from dynolog.registry import ClientKind, ProcessRecord, Registry
 from dynolog.traces import TraceStore

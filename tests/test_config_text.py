@@ -4,9 +4,9 @@ and read back by the plugin through the same key table into what was asked for."
 from __future__ import annotations
 
 from dynolog.delivery import Delivery
-from dynolog.kinds.gputrace import GpuTrace
-from dynolog.kinds.npumonitor import NpuMonitor
-from dynolog.kinds.nputrace import NpuTrace
+from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
+from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
+from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
 from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
@@ -88,7 +88,7 @@ def test_nputrace_text_is_msmonitors_and_the_plugin_reads_it_back():
         analyse=True,
         data_simplification=True,
     )
-    text = NpuTrace(TraceStore(), Delivery()).text(convert.npu_trace(request))
+    text = NpuTrace(TraceStore(), Delivery()).text(convert.command(NpuTraceCommand, request))
     assert text == NPUTRACE_TEXT
     spec = parse(command(CommandKind.NPUTRACE, text))
     assert (spec.log_file, spec.start_step, spec.iterations) == ("/data/t", 120, 3)
@@ -100,7 +100,7 @@ def test_gputrace_text_is_dynologs_and_the_plugin_reads_it_back():
     request = pb.GpuTraceRequest(
         log_file="/tmp/t.json", duration_ms=700, profile_memory=True, with_stack=True
     )
-    text = GpuTrace(TraceStore(), Delivery()).text(convert.gpu_trace(request))
+    text = GpuTrace(TraceStore(), Delivery()).text(convert.command(GpuTraceCommand, request))
     assert text == GPUTRACE_TEXT
     spec = parse(command(CommandKind.GPUTRACE, text))
     assert (spec.log_file, spec.step_based, spec.duration_ms) == ("/tmp/t.json", False, 700)
@@ -111,7 +111,7 @@ def test_npu_monitor_text_is_msmonitors_and_the_plugin_reads_it_back():
     request = pb.NpuMonitorRequest(
         start=True, report_interval_s=10, activity_kinds=["Kernel", "API"], filter="Kernel:mat", top_n=5
     )
-    text = NpuMonitor(Delivery()).text(convert.npu_monitor(request))
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
     assert text == NPUMONITOR_TEXT
     config = MonitorConfig.parse(configtext.parse(text))
     assert (config.start, config.stop, config.report_interval_s, config.top_n) == (True, False, 10, 5)

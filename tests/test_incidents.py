@@ -21,7 +21,7 @@ from dynolog.incidents.baseline import Reference, Rule, Series
 from dynolog.incidents.detector import SLOWDOWN, STRAGGLER, Detection, Detector, Settings, Who
 from dynolog.incidents.incident import Incident
 from dynolog.incidents.store import IncidentStore
-from dynolog.model import AutoTraceRule
+from dynolog.kinds.npumonitor import AutoTraceRule
 from dynolog.sinks import Mark, ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, List, Optional, Set, Union
 
 from msmonitor_plugin.vocabulary import (
@@ -26,18 +27,56 @@ from msmonitor_plugin.vocabulary import (
 )
 
 from . import targeting
-from .kinds.dynamic import Hold, SessionRequest
-from .model import (
-    AttachCommand,
-    CommandResult,
-    SessionAction,
-    SessionProcess,
-    SessionReply,
-    SessionStep,
-)
+from .kinds.dynamic import AttachCommand, Hold, SessionRequest
+from .model import CommandResult
 from .node import Node
 from .registry import ProcessRecord
 from .traces import ProcessTrace, Trace
+
+
+class SessionAction(enum.Enum):
+    """What a ``dyno dynamic`` client asks of its session (NONE: news it did not ask for)."""
+
+    NONE = 0
+    ATTACH = 1
+    START = 2
+    STOP = 3
+    STATUS = 4
+    QUIT = 5  # stop collecting if collecting, then end the session
+
+
+@dataclass(frozen=True)
+class SessionStep:
+    """One request on a session's stream."""
+
+    seq: int
+    action: SessionAction
+    attach: Optional[AttachCommand] = None  # with ATTACH
+
+
+@dataclass
+class SessionProcess:
+    """One process's part in a session's answer."""
+
+    pid: int
+    host_pid: int
+    rank: int
+    ok: bool
+    detail: str
+    window: Optional[ProcessTrace] = None  # the window's state in this process, when there is one
+
+
+@dataclass
+class SessionReply:
+    seq: int  # of the request answered; 0: news nobody asked for
+    action: SessionAction
+    ok: bool  # at least one process did what was asked
+    lines: List[str]
+    processes: List[SessionProcess] = field(default_factory=list)
+    window_id: str = ""
+    ended: bool = False  # the session is over; the lines say why
+    commands_left: int = 0
+
 
 NO_FRAMEWORK = "python"  # the backend of a process that has imported no framework yet
 START_WAIT_S = 5.0  # a start answers when every process started, else says at which step it will

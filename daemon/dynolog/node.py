@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .clients.kineto import KinetoClient
 from .clients.msmonitor import MsMonitorClient
@@ -11,12 +11,12 @@ from .clients.plugin import PluginClient
 from .delivery import Delivery
 from .drops import Drops
 from .incidents import IncidentSettings, IncidentWatch
+from .kinds import command_policies
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
-from .kinds.gputrace import GpuTrace
 from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
 from .metrics import Metrics
-from .pipeline import CommandPipeline
+from .pipeline import CommandPipeline, Policy
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
 from .sinks.prometheus import PrometheusSink
@@ -29,8 +29,8 @@ class Node:
     traces: TraceStore
     delivery: Delivery
     pipeline: CommandPipeline
-    nputrace: NpuTrace
-    gputrace: GpuTrace
+    commands: Dict[str, Policy[Any]]  # by RPC: every kind dyno sends with an RPC of its own
+    nputrace: NpuTrace  # the two incidents drive
     npumonitor: NpuMonitor
     plugin: PluginClient
     kineto: KinetoClient
@@ -50,11 +50,10 @@ class Node:
     ) -> Node:
         registry, traces, delivery, holds = Registry(keepalive_s), TraceStore(), Delivery(), Holds()
         drops = Drops()
-        pipeline, nputrace, npumonitor = (
-            CommandPipeline(registry, traces),
-            NpuTrace(traces, delivery),
-            NpuMonitor(delivery),
-        )
+        pipeline = CommandPipeline(registry, traces)
+        commands = {policy.rpc: policy.for_node(traces, delivery) for policy in command_policies()}
+        nputrace, npumonitor = commands[NpuTrace.rpc], commands[NpuMonitor.rpc]
+        assert isinstance(nputrace, NpuTrace) and isinstance(npumonitor, NpuMonitor)
         metrics = Metrics(registry, drops, sinks)
         watch = IncidentWatch(
             incidents or IncidentSettings(), pipeline, npumonitor, nputrace, traces, metrics
@@ -68,8 +67,8 @@ class Node:
             traces=traces,
             delivery=delivery,
             pipeline=pipeline,
+            commands=commands,
             nputrace=nputrace,
-            gputrace=GpuTrace(traces, delivery),
             npumonitor=npumonitor,
             plugin=PluginClient(registry, traces, delivery),
             kineto=KinetoClient(traces),

@@ -12,7 +12,7 @@ what, how many may take it, and how the answer is worded — is written here onc
 from __future__ import annotations
 
 import abc
-from typing import Generic, Optional, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Optional, Protocol, TypeVar
 
 from msmonitor_plugin.vocabulary import (
     MONITOR_HOLDER,
@@ -23,8 +23,9 @@ from msmonitor_plugin.vocabulary import (
 )
 
 from . import targeting
+from .delivery import Delivery
 from .model import CommandResult, Outcome, Targets
-from .registry import ProcessRecord, Registry
+from .registry import ClientKind, ProcessRecord, Registry
 from .traces import TraceStore
 
 
@@ -43,6 +44,18 @@ class Policy(abc.ABC, Generic[Request]):
 
     kind: CommandKind
     exclusive = True  # the exclusion rules apply (attaching to a process runs nothing there yet)
+    # The client that takes this kind by polling, where no plugin runs it (msMonitor's, stock Kineto).
+    pulled_by: ClassVar[Optional[ClientKind]] = None
+    # A kind dyno sends with an RPC of its own names it, with the command's model and the field that
+    # names an output folder (checked against --trace-root): the gRPC edge serves it from these.
+    rpc: ClassVar[str] = ""
+    command: ClassVar[type]
+    output_field: ClassVar[str] = "log_file"
+
+    @classmethod
+    def for_node(cls, traces: TraceStore, delivery: Delivery) -> Policy[Any]:
+        """The policy as a node builds it (what its constructor takes)."""
+        return cls(traces, delivery)  # type: ignore[call-arg]
 
     @abc.abstractmethod
     def label(self, request: Request) -> str: ...
@@ -91,7 +104,7 @@ class CommandPipeline:
             reason = (
                 held
                 or (self.exclusion(policy.kind, record) if policy.exclusive else None)
-                or (None if record.can_run(policy.kind) else Reason.NOT_SUPPORTED)
+                or (None if record.can_run(policy.kind, policy.pulled_by) else Reason.NOT_SUPPORTED)
                 or policy.refuse(request, record)
             )
             if reason is None and targets.process_limit and len(result.taken) >= targets.process_limit:
@@ -114,7 +127,7 @@ class CommandPipeline:
         elif state is TraceState.RUNNING or (
             # msMonitor lets a monitor start while a trace waits for its step; but where the plugin runs
             # both, the monitor's profiler would keep the trace's from starting.
-            state is TraceState.READY and record.can_run(CommandKind.NPUTRACE) and record.accepts_push
+            state is TraceState.READY and record.accepts_push
         ):
             return Reason.NPU_TRACE_RUNNING
         if record.outbox is not None:

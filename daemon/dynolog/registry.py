@@ -79,16 +79,11 @@ class ProcessRecord:
         """Whether this project's plugin runs *kind* here (pushed to it; its word on the state counts)."""
         return self.accepts_push and kind.value in self.capabilities
 
-    def can_run(self, kind: CommandKind) -> bool:
-        """Whether some client in this process runs *kind*."""
+    def can_run(self, kind: CommandKind, pulled_by: Optional[ClientKind]) -> bool:
+        """Whether some client in this process runs *kind*: its plugin, or the client that polls for it."""
         if ClientKind.PLUGIN in self.clients and kind.value in self.capabilities:
             return True
-        return _PULL_CLIENTS.get(kind) in self.clients
-
-
-# What clients that poll run: msMonitor's (torch_npu, MindSpore) trace with their own profiler, stock
-# Kineto runs dynolog's gputrace. (msMonitor's clients also take npu-monitor; it is staged for them.)
-_PULL_CLIENTS = {CommandKind.NPUTRACE: ClientKind.MSMONITOR, CommandKind.GPUTRACE: ClientKind.KINETO}
+        return pulled_by in self.clients
 
 
 def _alive(host_pid: int) -> bool:

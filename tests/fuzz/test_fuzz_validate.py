@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from dynolog.delivery import Delivery
 from dynolog.kinds.dynamic import DynamicWindow, Hold, Holds, SessionRequest
-from dynolog.kinds.gputrace import GpuTrace
-from dynolog.kinds.npumonitor import NpuMonitor
-from dynolog.kinds.nputrace import NpuTrace
+from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
+from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
+from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
 from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
@@ -63,12 +63,12 @@ def _command(kind: CommandKind, text: str) -> wire.Command:
 
 def _nputrace_spec(request: pb.NpuTraceRequest) -> trace_spec.TraceSpec:
     """What the process reads from the daemon's text for *request*, through the gRPC edge."""
-    text = NpuTrace(*stores).text(convert.npu_trace(request))
+    text = NpuTrace(*stores).text(convert.command(NpuTraceCommand, request))
     return trace_spec.parse(_command(CommandKind.NPUTRACE, text))
 
 
 def _gputrace_spec(request: pb.GpuTraceRequest) -> trace_spec.TraceSpec:
-    text = GpuTrace(*stores).text(convert.gpu_trace(request))
+    text = GpuTrace(*stores).text(convert.command(GpuTraceCommand, request))
     return trace_spec.parse(_command(CommandKind.GPUTRACE, text))
 
 
@@ -80,7 +80,7 @@ def test_an_accepted_nputrace_reads_back_in_the_process(request: pb.NpuTraceRequ
     if errors:
         return
     spec = trace_spec.parse(
-        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(request)))
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, request)))
     )
     assert spec.log_file == request.log_file
     assert spec.activities == list(request.activities)
@@ -112,7 +112,7 @@ def test_an_accepted_gputrace_reads_back_in_the_process(request: pb.GpuTraceRequ
     if errors:
         return
     spec = trace_spec.parse(
-        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.gpu_trace(request)))
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTraceCommand, request)))
     )
     assert spec.log_file == request.log_file
     if request.iterations > 0:
@@ -130,7 +130,9 @@ def test_an_accepted_npu_monitor_command_reads_back_in_the_process(request: pb.N
     event("accepted" if not errors else "refused")
     if errors:
         return
-    text = _command(CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(convert.npu_monitor(request))).config
+    text = _command(
+        CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+    ).config
     try:
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
@@ -172,7 +174,7 @@ def test_any_accepted_duration_reads_back_in_the_process(duration_s: float) -> N
     request = pb.NpuMonitorRequest(start=True, duration_s=duration_s)
     if validate.npu_monitor(request):
         return
-    text = NpuMonitor(Delivery()).text(convert.npu_monitor(request))
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
     try:
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
@@ -187,7 +189,7 @@ def _read_path(kind: str, path: str) -> Optional[str]:
         monitor = pb.NpuMonitorRequest(start=True, log_file=path)
         if validate.npu_monitor(monitor):
             return None
-        text = NpuMonitor(Delivery()).text(convert.npu_monitor(monitor))
+        text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, monitor))
         return MonitorConfig.parse(configtext.parse(text)).log_dir
     if kind == "dynamic":
         attach = pb.DynamicAttach(output=path, targets=pb.Targets(pids=[1]), options={"activities": ["CPU"]})
@@ -202,13 +204,13 @@ def _read_path(kind: str, path: str) -> Optional[str]:
         if validate.npu_trace(npu):
             return None
         return trace_spec.parse(
-            _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(npu)))
+            _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, npu)))
         ).log_file
     gpu = pb.GpuTraceRequest(log_file=path, duration_ms=1)
     if validate.gpu_trace(gpu):
         return None
     return trace_spec.parse(
-        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.gpu_trace(gpu)))
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTraceCommand, gpu)))
     ).log_file
 
 
@@ -240,6 +242,6 @@ def test_any_accepted_list_of_names_reads_back_unchanged(names: List[str]) -> No
     if validate.npu_trace(request):
         return
     spec = trace_spec.parse(
-        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.npu_trace(request)))
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, request)))
     )
     assert configtext.LIST.read(spec.npu["PROFILE_MSTX_DOMAIN_INCLUDE"]) == names

@@ -18,10 +18,9 @@ from typing import Any, Coroutine, Dict, List, Optional, Set, Tuple
 from msmonitor_plugin.monitor.report import Report
 
 from ..config import DaemonConfig
-from ..kinds.npumonitor import NpuMonitor
+from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
 from ..kinds.nputrace import NpuTrace
 from ..metrics import Metrics
-from ..model import AutoTraceRule, NpuMonitorCommand
 from ..pipeline import CommandPipeline
 from ..registry import ProcessRecord
 from ..sinks import Mark

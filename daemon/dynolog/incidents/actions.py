@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Optional
 
-from ..kinds.npumonitor import NpuMonitor
-from ..kinds.nputrace import NpuTrace
-from ..model import AutoTraceRule, CommandResult, NpuMonitorCommand, NpuTraceCommand, Targets
+from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
+from ..kinds.nputrace import NpuTrace, NpuTraceCommand
+from ..model import CommandResult, Targets
 from ..pipeline import CommandPipeline
 from ..traces import Trace, TraceStore
 from .incident import RATE_LIMITED, TRACING, Incident

@@ -8,17 +8,63 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from msmonitor_plugin import configtext
 from msmonitor_plugin.vocabulary import CommandKind, Reason
 
 from ..delivery import Delivery
-from ..model import AttachCommand, CommandResult, Targets
+from ..model import CommandResult, Targets
 from ..pipeline import Policy
 from ..registry import ProcessRecord
 from ..traces import TraceStore
 from .tracing import TracePolicy
+
+
+@dataclass(frozen=True)
+class DynamicOptions:
+    """What each ``dyno dynamic`` window records: nputrace's options and msprof's that apply."""
+
+    activities: Tuple[str, ...] = ()
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_modules: bool = False
+    task_time: str = ""
+    runtime_api: bool = False
+    aicpu: bool = False
+    model_execution: bool = False
+    hccl: bool = False
+    msproftx: bool = False
+    ascendcl: bool = False
+    aic_metrics: str = ""
+    l2: bool = False
+    sys_hardware_mem: bool = False
+    host_sys: Tuple[str, ...] = ()
+    export_type: str = ""
+
+
+@dataclass(frozen=True)
+class Controller:
+    """Who says they run a ``dyno dynamic`` session (under mutual TLS the certificate names them)."""
+
+    user: str = ""
+    uid: int = 0
+    hostname: str = ""
+    pid: int = 0
+
+
+@dataclass(frozen=True)
+class AttachCommand:
+    """A ``dyno dynamic`` session's first request: its processes, where windows go, and its limits."""
+
+    targets: Targets = field(default_factory=Targets)
+    output: str = ""
+    options: DynamicOptions = field(default_factory=DynamicOptions)
+    idle_timeout_s: float = 0.0  # 0: the default
+    command_limit: int = 0  # 0: the default
+    wait_registration_s: float = 0.0  # launch mode: wait this long for a matching process
+    client: Controller = field(default_factory=Controller)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ record); the command waits for those answers, briefly, so ``dyno`` can show them
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
-from typing import Dict, List
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 from msmonitor_plugin import configtext, wire
 from msmonitor_plugin.vocabulary import (
@@ -25,17 +27,58 @@ from msmonitor_plugin.vocabulary import (
 
 from ..changed import Changed
 from ..delivery import Delivery
-from ..model import CommandResult, NpuMonitorCommand, Outcome
+from ..model import CommandResult, Outcome, Targets, from_fields
 from ..pipeline import Policy
 from ..registry import ProcessRecord
+from ..traces import TraceStore
 
 log = logging.getLogger("dynolog.monitor")
 
 ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what they did
 
 
+@dataclass(frozen=True)
+class AutoTraceRule:
+    """npu-monitor's ``--auto-trace``: when a slowdown is an incident, and how often one is traced."""
+
+    slowdown: float = 0.0
+    for_intervals: int = 0
+    iterations: int = 0
+    cooldown_s: int = 0
+    max_per_day: int = 0
+
+
+@dataclass(frozen=True)
+class NpuMonitorCommand:
+    """``dyno npu-monitor``: start, change or stop each process's monitor."""
+
+    targets: Targets = field(default_factory=Targets)
+    start: bool = False
+    stop: bool = False
+    report_interval_s: int = 0  # 0: leave unchanged
+    duration_s: float = 0.0  # 0: until stopped
+    activity_kinds: Tuple[str, ...] = ()
+    log_file: str = ""  # "": report to the daemon
+    export_type: str = ""
+    jsonl_rotate_log_lines: str = ""
+    jsonl_rotate_log_files: str = ""
+    filter: str = ""
+    top_n: int = 0
+    auto_trace: Optional[AutoTraceRule] = None  # None: no detection
+
+    def to_json(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> NpuMonitorCommand:
+        """The inverse of :meth:`to_json` (what an incident keeps to resume the monitor with)."""
+        return from_fields(cls, d)
+
+
 class NpuMonitor(Policy[NpuMonitorCommand]):
     kind = CommandKind.NPUMONITOR
+    rpc = "NpuMonitor"
+    command = NpuMonitorCommand
 
     def __init__(self, delivery: Delivery) -> None:
         self._delivery = delivery
@@ -43,6 +86,10 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         self._answered = Changed()
         # Per host pid, the start its monitor runs with: what an auto-trace resumes it with afterwards.
         self.settings: Dict[int, NpuMonitorCommand] = {}
+
+    @classmethod
+    def for_node(cls, traces: TraceStore, delivery: Delivery) -> NpuMonitor:
+        return cls(delivery)
 
     def label(self, request: NpuMonitorCommand) -> str:
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")

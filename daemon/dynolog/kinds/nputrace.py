@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
 
 from msmonitor_plugin import configtext
 from msmonitor_plugin.vocabulary import (
@@ -13,13 +14,49 @@ from msmonitor_plugin.vocabulary import (
     Reason,
 )
 
-from ..model import NpuTraceCommand
-from ..registry import ProcessRecord
+from ..model import Targets
+from ..registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
+
+
+@dataclass(frozen=True)
+class NpuTraceCommand:
+    """``dyno nputrace``: msMonitor's options, typed."""
+
+    targets: Targets = field(default_factory=Targets)
+    log_file: str = ""
+    start_step: int = 0  # -1: the next step to begin
+    iterations: int = 0  # > 0: step-based; 0: time-based (duration_ms)
+    duration_ms: int = 0
+    profile_start_time_ms: int = 0
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    analyse: bool = False
+    async_mode: bool = False
+    activities: Tuple[str, ...] = ()
+    profiler_level: str = ""
+    aic_metrics: str = ""
+    l2_cache: bool = False
+    op_attr: bool = False
+    msprof_tx: bool = False
+    mstx_domain_include: Tuple[str, ...] = ()
+    mstx_domain_exclude: Tuple[str, ...] = ()
+    data_simplification: bool = False
+    export_type: str = ""
+    gc_detect_threshold: Optional[float] = None
+    host_sys: Tuple[str, ...] = ()
+    sys_io: bool = False
+    sys_interconnection: bool = False
 
 
 class NpuTrace(TracePolicy[NpuTraceCommand]):
     kind = CommandKind.NPUTRACE
+    pulled_by = ClientKind.MSMONITOR  # torch_npu and MindSpore trace with their own profiler
+    rpc = "NpuTrace"
+    command = NpuTraceCommand
 
     def label(self, request: NpuTraceCommand) -> str:
         return "nputrace"

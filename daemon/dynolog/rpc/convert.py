@@ -15,20 +15,11 @@ from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.monitor.report import KindStat, NameStat, Report
 from msmonitor_plugin.vocabulary import Reason, TracePhase
 
+from ..dynamic_session import SessionAction, SessionReply, SessionStep
 from ..fetch import Piece
 from ..incidents.incident import Incident
-from ..model import (
-    AttachCommand,
-    CommandResult,
-    GpuTraceCommand,
-    NpuMonitorCommand,
-    NpuTraceCommand,
-    SessionAction,
-    SessionReply,
-    SessionStep,
-    Targets,
-    from_fields,
-)
+from ..kinds.dynamic import AttachCommand
+from ..model import CommandResult, Targets, from_fields
 from ..registry import ClientKind, ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceSlot
 
@@ -49,28 +40,17 @@ def _value(field: FieldDescriptor, value: Any) -> Any:
     return _fields(value) if field.message_type is not None else value
 
 
-def _model(cls: Type[_Model], message: Message) -> _Model:
-    return from_fields(cls, _fields(message))
+def command(model: Type[_Model], request: Message) -> _Model:
+    """A command kind's request as its model (the kind's ``Policy.command``)."""
+    return from_fields(model, _fields(request))
 
 
 def targets(message: pb.Targets) -> Targets:
-    return _model(Targets, message)
-
-
-def npu_trace(request: pb.NpuTraceRequest) -> NpuTraceCommand:
-    return _model(NpuTraceCommand, request)
-
-
-def gpu_trace(request: pb.GpuTraceRequest) -> GpuTraceCommand:
-    return _model(GpuTraceCommand, request)
-
-
-def npu_monitor(request: pb.NpuMonitorRequest) -> NpuMonitorCommand:
-    return _model(NpuMonitorCommand, request)
+    return command(Targets, message)
 
 
 def attach(message: pb.DynamicAttach) -> AttachCommand:
-    return _model(AttachCommand, message)
+    return command(AttachCommand, message)
 
 
 def session_step(request: pb.DynamicRequest) -> SessionStep:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import time
-from typing import AsyncIterator, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple, Type
 
 import grpc
+from google.protobuf.message import Message
 
 from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
@@ -17,14 +19,17 @@ from dynoproto import dynolog_pb2_grpc as pb_grpc
 
 from .. import __version__, auth, fetch, targeting
 from ..dispatch import IpcDispatcher
-from ..dynamic_session import DynamicSession
-from ..kinds.dynamic import Holds
-from ..model import Controller, SessionStep
+from ..dynamic_session import DynamicSession, SessionStep
+from ..kinds import command_policies
+from ..kinds.dynamic import Controller, Holds
 from ..node import Node
 from ..paths import check_output_path
+from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
 from ..traces import Trace, TraceSlot
 from . import convert
+
+CommandRpc = Callable[[Message, grpc.aio.ServicerContext], Awaitable[pb.CommandResponse]]
 
 
 class DynologService(pb_grpc.DynologServicer):
@@ -42,7 +47,21 @@ class DynologService(pb_grpc.DynologServicer):
         self._started = time.monotonic()
 
     def serve_on(self, server: grpc.aio.Server) -> None:
+        for policy in command_policies():  # NpuTrace, GpuTrace, NpuMonitor: one RPC per command kind
+            setattr(self, policy.rpc, self._command_rpc(policy))
         pb_grpc.add_DynologServicer_to_server(self, server)
+
+    def _command_rpc(self, policy: Type[Policy[Any]]) -> CommandRpc:
+        """The RPC of a command kind: validated (by the dynoproto rule of the RPC's name), its output
+        folder checked, converted to the kind's model, then through the pipeline."""
+        check: Callable[[Message], List[validate.FieldError]] = getattr(validate, _snake(policy.rpc))
+
+        async def rpc(request: Message, context: grpc.aio.ServicerContext) -> pb.CommandResponse:
+            node = await self._accept(context, check(request), getattr(request, policy.output_field))
+            command: Any = convert.command(policy.command, request)
+            return convert.command_response(await node.pipeline.run(node.commands[policy.rpc], command))
+
+        return rpc
 
     def _records(self) -> List[Tuple[ProcessRecord, TraceSlot]]:
         """Every registered process, with its trace slot."""
@@ -96,26 +115,6 @@ class DynologService(pb_grpc.DynologServicer):
         holds = self._node.holds if self._node is not None else None
         return pb.ListProcessesResponse(
             processes=[convert.process_info(r, slot, _held_by(holds, r.host_pid)) for r, slot in processes]
-        )
-
-    async def NpuTrace(
-        self, request: pb.NpuTraceRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CommandResponse:
-        node = await self._accept(context, validate.npu_trace(request), request.log_file)
-        return convert.command_response(await node.pipeline.run(node.nputrace, convert.npu_trace(request)))
-
-    async def GpuTrace(
-        self, request: pb.GpuTraceRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CommandResponse:
-        node = await self._accept(context, validate.gpu_trace(request), request.log_file)
-        return convert.command_response(await node.pipeline.run(node.gputrace, convert.gpu_trace(request)))
-
-    async def NpuMonitor(
-        self, request: pb.NpuMonitorRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CommandResponse:
-        node = await self._accept(context, validate.npu_monitor(request), request.log_file)
-        return convert.command_response(
-            await node.pipeline.run(node.npumonitor, convert.npu_monitor(request))
         )
 
     async def GetTrace(self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext) -> pb.TraceInfo:
@@ -237,6 +236,11 @@ class DynologService(pb_grpc.DynologServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
         assert trace is not None
         return node, trace
+
+
+def _snake(name: str) -> str:
+    """NpuTrace -> npu_trace."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _held_by(holds: Optional[Holds], host_pid: int) -> str:
