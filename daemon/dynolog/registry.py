@@ -46,7 +46,7 @@ class ProcessRecord:
     versions: Dict[str, str] = field(default_factory=dict)
     plugin_version: str = ""
     capabilities: Tuple[str, ...] = ()
-    service: str = ""  # the service profiler's switch, as the plugin reports it
+    service_profiler: str = ""  # the inference service profiler's switch, as the plugin reports it
     clients: Set[ClientKind] = field(default_factory=set)
     # Where to reach each client: the plugin accepts pushes, Kineto only replies to polls.
     addresses: Dict[ClientKind, wire.Address] = field(default_factory=dict)

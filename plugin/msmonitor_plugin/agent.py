@@ -49,21 +49,21 @@ class Agent:
             (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC), self.tracer.accept
         )
         self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)
-        self.service = _service_source(env, slot, self.router)
+        self.service_profiler = _service_source(env, slot, self.router)
 
     def start(self) -> None:
         self.link.start()
         torch_hook.install(self.counter, self.link.heartbeat_now)
-        if self.service is not None:
-            self.service.start()
+        if self.service_profiler is not None:
+            self.service_profiler.start()
 
     def stop(self) -> None:
         if os.getpid() != self.owner_pid:  # a forked child inherits atexit, not the socket
             return
         self.tracer.abort(f"the process exited at step {self.counter.count}")
         self.monitor.close()
-        if self.service is not None:
-            self.service.stop()
+        if self.service_profiler is not None:
+            self.service_profiler.stop()
         self.link.stop()
 
     def _hello(self) -> wire.Hello:
@@ -73,7 +73,7 @@ class Agent:
             self._env,
             self.tracer.state(),
             self.monitor.state.value,
-            self.service.switch.state() if self.service is not None else "",
+            self.service_profiler.switch.state() if self.service_profiler is not None else "",
             self.slot.holder or "",
         )
 

@@ -19,7 +19,8 @@ class CommandKind(str, enum.Enum):
     GPUTRACE = "gputrace"
     NPUMONITOR = "npumonitor"
     DYNAMIC = "dynamic"  # a `dyno dynamic` window: collect from start until stop
-    SERVICE = "service"  # the service profiler's JSON switch, edited (a command source inside the plugin)
+    # The service profiler's JSON switch, edited (a command source inside the plugin).
+    SERVICE_PROFILER = "service"
 
     @property
     def traces(self) -> bool:

@@ -36,7 +36,7 @@ class PluginClient:
         record.versions = dict(hello.versions)
         record.plugin_version = hello.plugin_version
         record.capabilities = tuple(hello.capabilities)
-        record.service = hello.service
+        record.service_profiler = hello.service
         # A heartbeat built just before the trace's last event names the trace as holder: it holds no more.
         record.profiler = "" if hello.trace_id and self._ended(hello, record) else hello.profiler
         record.current_step = max(record.current_step, hello.step)

@@ -171,7 +171,7 @@ def process_info(record: ProcessRecord, slot: TraceSlot, held_by: str = "") -> p
         trace_state=f"TRACE_STATE_{slot.state.name}",
         monitor_state=f"MONITOR_STATE_{record.monitor_state.name}",
         held_by=held_by,
-        service=record.service,
+        service=record.service_profiler,
         helper_pids=sorted(record.helpers),
     )
 

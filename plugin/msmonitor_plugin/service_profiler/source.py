@@ -18,7 +18,7 @@ class ServiceSource:
         config.ensure(path)
         self.switch = ServiceSwitch(path, env, slot)
         self._router = router
-        router.register((CommandKind.SERVICE,), self.switch.handle)
+        router.register((CommandKind.SERVICE_PROFILER,), self.switch.handle)
         self._watch = FileWatch(path, self._route)
 
     @property

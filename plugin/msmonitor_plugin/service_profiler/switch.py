@@ -61,7 +61,9 @@ class ServiceSwitch:
         except OSError as exc:
             text = ""
             log.warning("service profiler: cannot read %s (%s): state kept", self.path, exc.strerror)
-        return wire.Command(kind=CommandKind.SERVICE.value, trace_id=str(self._generation), config=text)
+        return wire.Command(
+            kind=CommandKind.SERVICE_PROFILER.value, trace_id=str(self._generation), config=text
+        )
 
     def handle(self, command: wire.Command) -> None:
         """Apply the file's content; never raises into the router."""
