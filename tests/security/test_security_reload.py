@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import grpc
 import pytest
@@ -81,14 +80,6 @@ def log_says(d: Daemon, text: str) -> bool:
     return text in d.log_file.read_text()
 
 
-def updates_until(stream: Iterator[pb.TraceInfo], moment: float) -> int:
-    """Read a stream that answers once a second until an update arrives after *moment*; how many."""
-    for count, _ in enumerate(stream, 1):
-        if time.monotonic() > moment or count > 10:
-            return count
-    return 0
-
-
 def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_stream_goes_on(
     start_daemon: Callable[..., Daemon],
     start_workload,
@@ -110,7 +101,7 @@ def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_strea
             ),
             what="the job to register",
         )
-        # A trace that waits for a step the job never reaches: WatchTrace answers once a second.
+        # A trace that waits for a step the job never reaches: WatchTrace answers at each change.
         trace = stub.NpuTrace(
             pb.NpuTraceRequest(
                 log_file=str(tmp_path / "out"), start_step=10**9, iterations=1, activities=["CPU"]
@@ -123,10 +114,12 @@ def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_strea
         renewed = cf.leaf(authority.ca, Role.SERVER, "localhost")
         install(dirs.server, renewed)
         wait_for_serial(d, alice, renewed.cert.serial_number)
-        # The stream opened before the renewal goes on, on its old TLS session.
-        assert updates_until(stream, time.monotonic() + 1.0) >= 1
-        stream.cancel()
-    assert stream.code() is grpc.StatusCode.CANCELLED
+        # The stream opened before the renewal goes on, on its old TLS session: the job's end, after the
+        # renewal, still reaches it.
+        job.stop()
+        last = list(stream)[-1]
+        assert last.done and "exited" in last.processes[0].error, last
+    assert stream.code() is grpc.StatusCode.OK
     assert log_says(
         d,
         "INFO dynolog.tls: reloaded the TLS set: serving as CN=localhost "
