@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
-from msmonitor_plugin.vocabulary import msmonitor_socket_dir, split_list
+from msmonitor_plugin.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
 from . import __version__
 
@@ -96,7 +96,7 @@ def flag(default: Any, help: str, names: Sequence[str] = (), **argparse_options:
 class DaemonConfig:
     """Every setting of the daemon, each with its flag; ``None`` defaults are resolved at parse time."""
 
-    port: int = flag(1778, "gRPC port (default 1778; 0 picks a free one)", type=_port)
+    port: int = flag(DEFAULT_PORT, f"gRPC port (default {DEFAULT_PORT}; 0 picks a free one)", type=_port)
     listen_address: str = flag(
         "127.0.0.1", "address the gRPC server binds (default 127.0.0.1, loopback only)"
     )

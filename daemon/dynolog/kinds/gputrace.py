@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import gputrace as gputrace_keys
 from msmonitor_plugin.trace.spec import kineto_output_file
-from msmonitor_plugin.vocabulary import CommandKind
+from msmonitor_plugin.vocabulary import DEFAULT_START_ITERATION_ROUNDUP, CommandKind
 
 from ..model import Targets
 from ..registry import ClientKind, ProcessRecord
@@ -47,7 +48,9 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
         values = (
             {
                 "PROFILE_START_ITERATION": 0,
-                "PROFILE_START_ITERATION_ROUNDUP": r.profile_start_iteration_roundup or 1,
+                "PROFILE_START_ITERATION_ROUNDUP": (
+                    r.profile_start_iteration_roundup or DEFAULT_START_ITERATION_ROUNDUP
+                ),
                 "ACTIVITIES_ITERATIONS": r.iterations,
             }
             if r.iterations > 0
@@ -63,7 +66,7 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
             else {}
         )
         return configtext.render(
-            configtext.GPUTRACE,
+            gputrace_keys.KEYS,
             {
                 "ACTIVITIES_LOG_FILE": r.log_file,
                 **values,
