@@ -11,6 +11,7 @@ from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.monitor.config import MonitorConfig
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.trace.spec import parse
@@ -121,7 +122,7 @@ def test_npu_monitor_text_is_msmonitors_and_the_plugin_reads_it_back():
 def test_every_key_a_policy_writes_is_in_its_table():
     """render() refuses a key its table does not have: a misspelling fails here, not in a job."""
     try:
-        configtext.render(configtext.NPUTRACE, {"PROFILE_START_STPE": 1})
+        configtext.render(nputrace_keys.KEYS, {"PROFILE_START_STPE": 1})
     except KeyError as exc:
         assert "PROFILE_START_STPE" in str(exc)
     else:

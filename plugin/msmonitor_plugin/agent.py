@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional
 
 from . import identity, torch_hook, wire
+from .kinds import FRAMEWORK_TRACES, TRACES
 from .link import DaemonLink
 from .monitor_handler import MonitorHandler
 from .router import CommandRouter
@@ -27,11 +28,11 @@ def capabilities(kinds: Iterable[CommandKind], env: Mapping[str, str]) -> List[s
     once, without a poll).
 
     In a torch_npu or MindSpore job run with MSMONITOR_USE_DAEMON, the framework's own dynamic profiler
-    takes nputrace (through IPCMonitor), so the plugin leaves it to that.
+    takes nputrace (through IPCMonitor: the kinds of FRAMEWORK_TRACES), so the plugin leaves it to that.
     """
     framework_traces = any(identity.imported(name) for name in ("torch_npu", "mindspore"))
-    leave_nputrace = framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")
-    return ["push", *(k.value for k in kinds if not (leave_nputrace and k is CommandKind.NPUTRACE))]
+    leave = framework_traces and env.get("MSMONITOR_USE_DAEMON", "") not in ("", "0")
+    return ["push", *(k.value for k in kinds if not (leave and k in FRAMEWORK_TRACES))]
 
 
 class Agent:
@@ -45,9 +46,7 @@ class Agent:
         self.tracer = Tracer(counter, self._report, slot=slot)
         self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot)
         self.router = CommandRouter()
-        self.router.register(
-            (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC), self.tracer.accept
-        )
+        self.router.register((kind.command for kind in TRACES), self.tracer.accept)
         self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)
         self.service_profiler = _service_source(env, slot, self.router)
 

@@ -1,9 +1,10 @@
-"""The ``KEY=VALUE`` config text of every command: one codec and one key table per command kind.
+"""The ``KEY=VALUE`` config text of every command: the one codec of its keys and values.
 
-The daemon renders a command with :func:`render` and the plugin reads it back with :func:`parse` and
-:func:`read`, both through the same table, so a key's spelling, type and default exist once. nputrace and
-npu-monitor keys follow msMonitor's ``dyno`` exactly (torch_npu and MindSpore read the same text);
-gputrace keys follow dynolog's ``dyno`` for stock Kineto.
+Each command kind's key table lives in its module (:mod:`msmonitor_plugin.kinds`). The daemon renders a
+command with :func:`render` and the plugin reads it back with :func:`parse` and :func:`read`, both
+through the same table, so a key's spelling, type and default exist once. nputrace and npu-monitor keys
+follow msMonitor's ``dyno`` exactly (torch_npu and MindSpore read the same text); gputrace keys follow
+dynolog's ``dyno`` for stock Kineto.
 
 One rule for every reader: lines are trimmed, blank lines and ``#`` comments are skipped, and a line
 without ``=`` is an error naming it.
@@ -79,101 +80,6 @@ class Key:
 
 
 Table = Tuple[Key, ...]
-
-# nputrace: msMonitor's dyno (reference/msmonitor.md §2.2). Step-based traces carry the three
-# iteration keys, time-based ones the two time keys.
-NPUTRACE: Table = (
-    Key("ACTIVITIES_LOG_FILE", TEXT),
-    Key("PROFILE_START_ITERATION", INT, 0),
-    Key("PROFILE_START_STEP", INT, -1),
-    Key("ACTIVITIES_ITERATIONS", INT, 0),
-    Key("PROFILE_START_TIME", INT, 0),
-    Key("ACTIVITIES_DURATION_MSECS", INT, 0),
-    Key("PROFILE_RECORD_SHAPES", BOOL, False),
-    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
-    Key("PROFILE_WITH_STACK", BOOL, False),
-    Key("PROFILE_WITH_FLOPS", BOOL, False),
-    Key("PROFILE_WITH_MODULES", BOOL, False),
-    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
-    Key("PROFILE_ANALYSE", BOOL, False),
-    Key("PROFILE_ASYNC_MODE", BOOL, False),
-    Key("PROFILE_PROFILER_LEVEL", OPTIONAL_TEXT, v.DEFAULT_PROFILER_LEVEL),
-    Key("PROFILE_AIC_METRICS", OPTIONAL_TEXT, v.DEFAULT_AIC_METRICS),
-    Key("PROFILE_L2_CACHE", BOOL, False),
-    Key("PROFILE_OP_ATTR", BOOL, False),
-    Key("PROFILE_MSPROF_TX", BOOL, False),
-    Key("PROFILE_GC_DETECT_THRESHOLD", OPTIONAL_TEXT),
-    Key("PROFILE_DATA_SIMPLIFICATION", BOOL, True),
-    Key("PROFILE_EXPORT_TYPE", OPTIONAL_TEXT, v.DEFAULT_TRACE_EXPORT),
-    Key("PROFILE_HOST_SYS", LIST, []),
-    Key("PROFILE_SYS_IO", BOOL, False),
-    Key("PROFILE_SYS_INTERCONNECTION", BOOL, False),
-    Key("PROFILE_MSTX_DOMAIN_INCLUDE", LIST, []),
-    Key("PROFILE_MSTX_DOMAIN_EXCLUDE", LIST, []),
-    Key("PROFILE_IS_RANK", BOOL, False),
-    Key("PROFILE_RANK_LIST", LIST, []),
-)
-
-# gputrace: dynolog's dyno (reference/dynolog.md §4.1), for stock Kineto.
-GPUTRACE: Table = (
-    Key("ACTIVITIES_LOG_FILE", TEXT, v.DEFAULT_KINETO_LOG_FILE),
-    Key("PROFILE_START_ITERATION", INT, 0),
-    Key("PROFILE_START_ITERATION_ROUNDUP", INT, 1),
-    Key("ACTIVITIES_ITERATIONS", INT, 0),
-    Key("PROFILE_START_TIME", INT, 0),
-    Key("ACTIVITIES_DURATION_MSECS", INT, v.DEFAULT_DURATION_MS),
-    Key("PROFILE_REPORT_INPUT_SHAPES", BOOL, False),
-    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
-    Key("PROFILE_MEMORY", BOOL, False),
-    Key("PROFILE_MEMORY_DURATION_MSECS", INT, 0),
-    Key("PROFILE_WITH_STACK", BOOL, False),
-    Key("PROFILE_WITH_FLOPS", BOOL, False),
-    Key("PROFILE_WITH_MODULES", BOOL, False),
-)
-
-# npu-monitor: msMonitor's dyno (reference/msmonitor.md §3.2), plus this project's TOP_N. Empty values
-# stay empty: torch_npu keeps ``KEY=`` lines.
-NPUMONITOR: Table = (
-    Key("NPU_MONITOR_START", BOOL, False, required=True),
-    Key("NPU_MONITOR_STOP", BOOL, False, required=True),
-    Key("REPORT_INTERVAL_S", INT, v.DEFAULT_REPORT_INTERVAL_S, required=True),
-    Key("DURATION", FLOAT, 0.0, required=True),
-    Key("MSPTI_ACTIVITY_KIND", LIST, v.split_list(v.DEFAULT_MONITOR_KINDS), required=True),
-    Key("NPU_MONITOR_LOG_FILE", TEXT, required=True),
-    Key("NPU_MONITOR_EXPORT_TYPE", TEXT, v.DEFAULT_MONITOR_EXPORT, required=True),
-    Key("JSONL_ROTATE_LOG_LINES", TEXT),
-    Key("JSONL_ROTATE_LOG_FILES", TEXT),
-    Key("NPU_MONITOR_FILTER", TEXT),
-    Key("TOP_N", INT, v.DEFAULT_TOP_N),
-)
-
-# dynamic: one `dyno dynamic` window. A start carries where it goes and what it records (nputrace's
-# options under their keys, msprof's under MSPROF_); a stop only its action.
-DYNAMIC_START, DYNAMIC_STOP = "start", "stop"
-MSPROF_SWITCHES = (
-    "MSPROF_RUNTIME_API",
-    "MSPROF_AICPU",
-    "MSPROF_MODEL_EXECUTION",
-    "MSPROF_HCCL",
-    "MSPROF_MSPROFTX",
-    "MSPROF_ASCENDCL",
-    "MSPROF_L2",
-    "MSPROF_SYS_HARDWARE_MEM",
-)
-DYNAMIC: Table = (
-    Key("DYNAMIC_ACTION", TEXT, DYNAMIC_START),
-    Key("DYNAMIC_OUTPUT", TEXT),
-    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
-    Key("PROFILE_RECORD_SHAPES", BOOL, False),
-    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
-    Key("PROFILE_WITH_STACK", BOOL, False),
-    Key("PROFILE_WITH_MODULES", BOOL, False),
-    Key("MSPROF_TASK_TIME", TEXT),
-    Key("MSPROF_AIC_METRICS", TEXT),
-    Key("MSPROF_HOST_SYS", LIST, []),
-    Key("MSPROF_TYPE", TEXT),
-    *(Key(name, BOOL, False) for name in MSPROF_SWITCHES),
-)
 
 # Appended by the daemon to every trace command; Kineto copies it into the trace.
 TRACE_ID_KEY = "REQUEST_TRACE_ID"

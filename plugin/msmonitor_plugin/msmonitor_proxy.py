@@ -24,6 +24,7 @@ from typing import Dict, Mapping, Optional
 import msmonitor_plugin
 
 from . import identity, wire
+from .kinds import FRAMEWORK_TRACES
 from .monitor_handler import MonitorHandler
 from .vocabulary import MSMONITOR_SOCKET_DIR_ENV, CommandKind, MonitorState, msmonitor_socket_dir
 
@@ -34,7 +35,8 @@ POLL_INTERVAL_S = 0.1  # at most ten polls a second, however fast the caller loo
 # Each poll refreshes the registration; ctxt and hello again only this often (a restarted daemon
 # learns the device and the rank within it). Every poll resending them tripled a poll's cost.
 REREGISTER_S = 10.0
-MSMONITOR_CAPABILITIES = ["msmonitor", CommandKind.NPUTRACE.value, CommandKind.NPUMONITOR.value]
+# What the framework's helper runs: the traces its own dynamic profiler takes, and npu-monitor.
+MSMONITOR_CAPABILITIES = ["msmonitor", *(k.value for k in FRAMEWORK_TRACES), CommandKind.NPUMONITOR.value]
 _UNINITIALIZED = -1
 
 

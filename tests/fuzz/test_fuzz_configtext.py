@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from msmonitor_plugin import configtext
 from msmonitor_plugin.configtext import BOOL, FLOAT, INT, LIST, OPTIONAL_TEXT, TEXT, Codec, ConfigTextError
+from msmonitor_plugin.kinds import dynamic, gputrace, npumonitor, nputrace
 
 TABLES = {
-    "nputrace": configtext.NPUTRACE,
-    "gputrace": configtext.GPUTRACE,
-    "npumonitor": configtext.NPUMONITOR,
-    "dynamic": configtext.DYNAMIC,
+    "nputrace": nputrace.KEYS,
+    "gputrace": gputrace.KEYS,
+    "npumonitor": npumonitor.KEYS,
+    "dynamic": dynamic.KEYS,
 }
 lines = st.lists(
     st.tuples(tricky_text, st.sampled_from(["=", "", " = ", "=="]), tricky_text).map("".join)

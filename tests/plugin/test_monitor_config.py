@@ -3,6 +3,7 @@
 import unittest
 
 from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 from msmonitor_plugin.monitor.config import ConfigError, ExportType, MonitorConfig
 from msmonitor_plugin.monitor.filters import Filter
 from msmonitor_plugin.monitor.records import Kind
@@ -54,7 +55,7 @@ class ConfigTest(unittest.TestCase):
             "JSONL_ROTATE_LOG_LINES": "300",
             "NPU_MONITOR_FILTER": "Kernel:a,b;API:c",
         }
-        rendered = configtext.render(configtext.NPUMONITOR, values)
+        rendered = configtext.render(npumonitor_keys.KEYS, values)
         text = "# npu-monitor\n" + "".join(f"    {line}\n" for line in rendered.splitlines())
         config = MonitorConfig.parse(configtext.parse(text))
         self.assertEqual(config, parse(NPU_MONITOR_FILTER="Kernel:a,b;API:c", JSONL_ROTATE_LOG_LINES="300"))

@@ -38,6 +38,9 @@ import time
 from typing import Counter
 
 from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.kinds import dynamic as dynamic_keys
+from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
+from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.vocabulary import CommandKind
 
 MODES = ("flood", "flood-deaf", "garbage")
@@ -48,7 +51,7 @@ ACK = wire.encode(wire.ACK, wire.Ack(keepalive_s=60.0, daemon_version="hostile")
 
 def _monitor(start: bool) -> str:
     return configtext.render(
-        configtext.NPUMONITOR,
+        npumonitor_keys.KEYS,
         {
             "NPU_MONITOR_START": start,
             "NPU_MONITOR_STOP": not start,
@@ -69,10 +72,10 @@ def flood_datagrams(serial: int, stuck: bool):
     start the queue fills up again, and it never runs empty.
     """
     nputrace = configtext.render(
-        configtext.NPUTRACE,
+        nputrace_keys.KEYS,
         {"ACTIVITIES_LOG_FILE": "/nonexistent/hostile", "PROFILE_START_STEP": 0, "ACTIVITIES_ITERATIONS": 1},
     )
-    window_stop = configtext.render(configtext.DYNAMIC, {"DYNAMIC_ACTION": configtext.DYNAMIC_STOP})
+    window_stop = configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": dynamic_keys.STOP})
     refusals = [(CommandKind.NPUTRACE, f"npu{serial}-{i}", nputrace) for i in range(3 if stuck else 1)] + [
         (CommandKind.DYNAMIC, f"win{serial}-{i}", window_stop) for i in range(3 if stuck else 1)
     ]

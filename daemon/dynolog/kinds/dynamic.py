@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.vocabulary import CommandKind, Reason
 
 from ..delivery import Delivery
@@ -167,9 +168,9 @@ class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
     def text(self, request: SessionRequest) -> str:
         o = request.attach.options
         return configtext.render(
-            configtext.DYNAMIC,
+            dynamic_keys.KEYS,
             {
-                "DYNAMIC_ACTION": configtext.DYNAMIC_START,
+                "DYNAMIC_ACTION": dynamic_keys.START,
                 "DYNAMIC_OUTPUT": request.attach.output,
                 "PROFILE_ACTIVITIES": list(o.activities),
                 "PROFILE_RECORD_SHAPES": o.record_shapes,
@@ -180,9 +181,9 @@ class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
                 "MSPROF_AIC_METRICS": o.aic_metrics,
                 "MSPROF_HOST_SYS": list(o.host_sys),
                 "MSPROF_TYPE": o.export_type,
-                **{name: getattr(o, name[len("MSPROF_") :].lower()) for name in configtext.MSPROF_SWITCHES},
+                **{name: getattr(o, name[len("MSPROF_") :].lower()) for name in dynamic_keys.MSPROF_SWITCHES},
             },
         )
 
     def stop_text(self) -> str:
-        return configtext.render(configtext.DYNAMIC, {"DYNAMIC_ACTION": configtext.DYNAMIC_STOP})
+        return configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": dynamic_keys.STOP})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 from msmonitor_plugin.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
@@ -97,7 +98,7 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
     def text(self, request: NpuMonitorCommand) -> str:
         r = request
         return configtext.render(
-            configtext.NPUMONITOR,
+            npumonitor_keys.KEYS,
             {
                 "NPU_MONITOR_START": r.start,
                 "NPU_MONITOR_STOP": r.stop,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.vocabulary import (
     DEFAULT_AIC_METRICS,
     DEFAULT_PROFILER_LEVEL,
@@ -96,7 +97,7 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
             else {"PROFILE_START_TIME": r.profile_start_time_ms, "ACTIVITIES_DURATION_MSECS": r.duration_ms}
         )
         return configtext.render(
-            configtext.NPUTRACE,
+            nputrace_keys.KEYS,
             {
                 "ACTIVITIES_LOG_FILE": r.log_file,
                 **when,

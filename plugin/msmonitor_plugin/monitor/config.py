@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import FrozenSet, List, Mapping, Optional, Tuple
 
-from .. import configtext
+from ..kinds import npumonitor
 from ..vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
@@ -31,7 +31,7 @@ from .writers import KEEP_ALL_FILES, MAX_LINES, MIN_FILES, MIN_LINES
 
 PATH_MAX = 4096
 UINT32_MAX = 2**32 - 1
-REQUIRED = tuple(key.name for key in configtext.NPUMONITOR if key.required)
+REQUIRED = tuple(key.name for key in npumonitor.KEYS if key.required)
 
 
 class ConfigError(ValueError):

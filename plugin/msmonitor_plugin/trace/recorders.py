@@ -13,15 +13,13 @@ import json
 import os
 import socket
 import tempfile
-import time
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from .. import configtext, identity
+from .. import configtext, identity, kinds
 from ..identity import imported
-from ..vocabulary import CommandKind, timestamp
-from . import prof
+from ..kinds import nputrace
+from ..kinds.base import TraceSpec
 from .analyse import analyse_file
-from .spec import TraceSpec, kineto_output_file
 
 
 class RecorderError(RuntimeError):
@@ -78,14 +76,14 @@ def _flag(key: str, value: str, prefix: str, true: str) -> str:
 
 # nputrace's keys torch.profiler has no use for: named when they differ from their defaults.
 _NPU_ONLY = {
-    key.name: key for key in configtext.NPUTRACE if key.name not in ("PROFILE_IS_RANK", "PROFILE_RANK_LIST")
+    key.name: key for key in nputrace.KEYS if key.name not in ("PROFILE_IS_RANK", "PROFILE_RANK_LIST")
 }
 
 
 def _npu_only(spec: TraceSpec) -> List[str]:
     """nputrace options given with a value other than the default, that torch.profiler cannot apply."""
     given = {k: v for k, v in spec.npu.items() if k in _NPU_ONLY}
-    values = configtext.read(configtext.NPUTRACE, given)
+    values = configtext.read(nputrace.KEYS, given)
     return [
         _flag(k, given[k], "PROFILE_", "true")
         for k in sorted(given)
@@ -94,10 +92,9 @@ def _npu_only(spec: TraceSpec) -> List[str]:
 
 
 def output_folder(spec: TraceSpec) -> str:
-    """The folder a trace writes into: the log-file folder, or the folder of gputrace's file."""
-    if spec.kind == CommandKind.GPUTRACE:
-        return os.path.dirname(kineto_output_file(spec.log_file, os.getpid())) or "."
-    return spec.log_file
+    """The folder a trace writes into, as its kind says: the log-file folder, or the folder of gputrace's
+    file."""
+    return kinds.BY_COMMAND[spec.kind].folder(spec)
 
 
 def unwritable(folder: str, exc: OSError) -> RecorderError:
@@ -124,7 +121,9 @@ def check_output(spec: TraceSpec) -> None:
 
 
 def recorder_for(spec: TraceSpec) -> Recorder:
-    if imported("torch_npu") and spec.kind in (CommandKind.NPUTRACE, CommandKind.DYNAMIC):
+    """torch_npu's profiler where the process imported torch_npu and the kind records there, else
+    torch.profiler."""
+    if imported("torch_npu") and kinds.BY_COMMAND[spec.kind].ascend_root is not None:
         return NpuRecorder(spec)
     if imported("torch"):
         return TorchRecorder(spec)
@@ -167,18 +166,10 @@ class TorchRecorder(Recorder):
             with_modules=spec.with_modules,
             experimental_config=self._all_threads() if spec.until_stopped else None,
         )
-        host, pid = socket.gethostname(), os.getpid()
-        if spec.kind == CommandKind.GPUTRACE:  # where stock Kineto would write it
-            self._file = kineto_output_file(spec.log_file, pid)
-            self._dir = os.path.dirname(self._file) or "."
-        elif spec.until_stopped:
-            self._dir = os.path.join(spec.log_file, prof.directory_name(prof.now_ms()))
-            self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
-        else:
-            self._dir = os.path.join(
-                spec.log_file, f"{host}_{pid}_{timestamp(int(time.time() * 1000))}_{self.backend}"
-            )
-            self._file = os.path.join(self._dir, f"{host}_{pid}.pt.trace.json")
+        # Where the kind says: a folder per trace or window, or the one file stock Kineto would write.
+        self._dir, self._file, self._output = kinds.BY_COMMAND[spec.kind].torch_output(
+            spec, socket.gethostname(), os.getpid()
+        )
 
     def _all_threads(self) -> Any:
         """A window may start between steps, on the plugin's thread (an inference server has no steps),
@@ -210,7 +201,7 @@ class TorchRecorder(Recorder):
 
     @property
     def output(self) -> str:
-        return self._file if self.spec.kind == CommandKind.GPUTRACE else self._dir
+        return self._output
 
     def write(self) -> List[str]:
         made = not os.path.isdir(self._dir)
@@ -288,9 +279,10 @@ class NpuRecorder(Recorder):
         activities = [
             getattr(npu_profiler.ProfilerActivity, a) for a in spec.activities if a in ("CPU", "NPU")
         ]
-        self._root = spec.log_file
+        root = kinds.BY_COMMAND[spec.kind].ascend_root
+        assert root is not None  # recorder_for checked
+        self._root = root(spec)
         if spec.until_stopped:
-            self._root = os.path.join(spec.log_file, prof.directory_name(prof.now_ms()))
             self._translate_msprof()
         self._profile = npu_profiler.profile(
             activities=activities,

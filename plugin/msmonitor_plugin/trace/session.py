@@ -23,7 +23,7 @@ from .. import identity, wire
 from ..configtext import ConfigTextError
 from ..slot import ProfilerSlot
 from ..steps import StepCounter
-from ..vocabulary import CommandKind, TracePhase, trace_holder
+from ..vocabulary import TracePhase, trace_holder
 from . import prof
 from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
 from .spec import TraceSpec, is_stop, parse
@@ -361,13 +361,12 @@ class Tracer:
 
     def accept(self, command: wire.Command) -> None:
         """A trace command, or a dynamic window's start or stop."""
-        if command.kind == CommandKind.DYNAMIC:
-            try:
-                stopping = is_stop(command)
-            except ConfigTextError as exc:
-                return self._refuse(command.trace_id, str(exc))
-            if stopping:
-                return self.stop(command.trace_id)
+        try:
+            stopping = is_stop(command)
+        except ConfigTextError as exc:
+            return self._refuse(command.trace_id, str(exc))
+        if stopping:
+            return self.stop(command.trace_id)
         with self._lock:
             active = self.session
             if command.trace_id in self._seen:

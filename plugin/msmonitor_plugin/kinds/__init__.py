@@ -1,0 +1,41 @@
+"""The command kinds the plugin runs, one module each, and the one list of the trace kinds.
+
+A trace kind's module holds its key table (``KEYS``), its parser and its recorder hooks, named together
+in its ``KIND`` (:class:`~.base.TraceKind`); npumonitor's holds its key table (the monitor runs it). The
+daemon renders each kind's text from the same ``KEYS``. The router, the tracer, the recorders and the
+hello find the trace kinds in :data:`TRACES`: a new trace kind is a module here, listed there, and its
+:class:`~msmonitor_plugin.vocabulary.CommandKind` member.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from ..vocabulary import CommandKind
+from . import dynamic, gputrace, npumonitor, nputrace
+from .base import TraceKind
+
+__all__ = [
+    "BY_COMMAND",
+    "FRAMEWORK_TRACES",
+    "TRACES",
+    "dynamic",
+    "find",
+    "gputrace",
+    "npumonitor",
+    "nputrace",
+]
+
+# In this order the hello lists them.
+TRACES: Tuple[TraceKind, ...] = (nputrace.KIND, gputrace.KIND, dynamic.KIND)
+BY_COMMAND: Dict[CommandKind, TraceKind] = {kind.command: kind for kind in TRACES}
+# The trace kinds torch_npu's and MindSpore's own dynamic profiler takes through IPCMonitor.
+FRAMEWORK_TRACES: Tuple[CommandKind, ...] = tuple(kind.command for kind in TRACES if kind.framework_takes)
+
+
+def find(name: str) -> Optional[TraceKind]:
+    """The trace kind a command names (its ``kind``, as sent); None for any other kind."""
+    try:
+        return BY_COMMAND.get(CommandKind(name))
+    except ValueError:
+        return None

@@ -1,0 +1,67 @@
+"""``gputrace``: dynolog's trace for stock Kineto, in dynolog's keys (reference/dynolog.md §4.1). Its
+trace is one file, named as Kineto names it; torch.profiler records it, even where torch_npu is
+imported."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict
+
+from .. import vocabulary as v
+from ..configtext import BOOL, INT, TEXT, Key, Table, read
+from ..vocabulary import CommandKind
+from .base import TorchOutput, TraceKind, TraceSpec, at_least, recording_options, time_based
+
+KEYS: Table = (
+    Key("ACTIVITIES_LOG_FILE", TEXT, v.DEFAULT_KINETO_LOG_FILE),
+    Key("PROFILE_START_ITERATION", INT, 0),
+    Key("PROFILE_START_ITERATION_ROUNDUP", INT, 1),
+    Key("ACTIVITIES_ITERATIONS", INT, 0),
+    Key("PROFILE_START_TIME", INT, 0),
+    Key("ACTIVITIES_DURATION_MSECS", INT, v.DEFAULT_DURATION_MS),
+    Key("PROFILE_REPORT_INPUT_SHAPES", BOOL, False),
+    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_MEMORY_DURATION_MSECS", INT, 0),
+    Key("PROFILE_WITH_STACK", BOOL, False),
+    Key("PROFILE_WITH_FLOPS", BOOL, False),
+    Key("PROFILE_WITH_MODULES", BOOL, False),
+)
+
+
+def parse(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
+    values = read(KEYS, raw)
+    check = at_least(values, raw)
+    spec = TraceSpec(CommandKind.GPUTRACE, trace_id, values["ACTIVITIES_LOG_FILE"], activities=["CPU", "GPU"])
+    spec.iterations = check("ACTIVITIES_ITERATIONS", 0)
+    if spec.step_based:
+        spec.start_step = -1
+        spec.start_roundup = max(1, check("PROFILE_START_ITERATION_ROUNDUP", 0))
+    else:
+        time_based(spec, check)
+    recording_options(spec, values, shapes_key="PROFILE_REPORT_INPUT_SHAPES")
+    return spec
+
+
+def kineto_output_file(log_file: str, pid: int) -> str:
+    """Where Kineto writes *pid*'s trace: ``_<pid>`` before ``.pt.trace.json``, else before ``.json``."""
+    for suffix in (".pt.trace.json", ".json"):
+        if suffix in log_file:
+            head, _, tail = log_file.partition(suffix)
+            return f"{head}_{pid}{suffix}{tail}"
+    return log_file
+
+
+def _torch_output(spec: TraceSpec, host: str, pid: int) -> TorchOutput:
+    """Where stock Kineto would write it: the trace is that one file."""
+    file = kineto_output_file(spec.log_file, pid)
+    return TorchOutput(os.path.dirname(file) or ".", file, file)
+
+
+KIND = TraceKind(
+    CommandKind.GPUTRACE,
+    KEYS,
+    parse,
+    _torch_output,
+    folder=lambda spec: _torch_output(spec, "", os.getpid()).folder,
+)

@@ -1,0 +1,22 @@
+"""``npumonitor``: msMonitor's npu-monitor keys (reference/msmonitor.md §3.2), plus this project's TOP_N.
+Empty values stay empty: torch_npu keeps ``KEY=`` lines. :class:`~..monitor.config.MonitorConfig`
+validates them; the monitor, not the tracer, runs the command."""
+
+from __future__ import annotations
+
+from .. import vocabulary as v
+from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, Key, Table
+
+KEYS: Table = (
+    Key("NPU_MONITOR_START", BOOL, False, required=True),
+    Key("NPU_MONITOR_STOP", BOOL, False, required=True),
+    Key("REPORT_INTERVAL_S", INT, v.DEFAULT_REPORT_INTERVAL_S, required=True),
+    Key("DURATION", FLOAT, 0.0, required=True),
+    Key("MSPTI_ACTIVITY_KIND", LIST, v.split_list(v.DEFAULT_MONITOR_KINDS), required=True),
+    Key("NPU_MONITOR_LOG_FILE", TEXT, required=True),
+    Key("NPU_MONITOR_EXPORT_TYPE", TEXT, v.DEFAULT_MONITOR_EXPORT, required=True),
+    Key("JSONL_ROTATE_LOG_LINES", TEXT),
+    Key("JSONL_ROTATE_LOG_FILES", TEXT),
+    Key("NPU_MONITOR_FILTER", TEXT),
+    Key("TOP_N", INT, v.DEFAULT_TOP_N),
+)

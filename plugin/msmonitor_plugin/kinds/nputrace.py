@@ -1,0 +1,95 @@
+"""``nputrace``: msMonitor's trace, in msMonitor's keys (reference/msmonitor.md §2.2), the same text
+torch_npu and MindSpore parse themselves. Step-based traces carry the three iteration keys, time-based
+ones the two time keys. torch_npu's profiler records it where the process has imported torch_npu, else
+torch.profiler, into a folder of its own under ACTIVITIES_LOG_FILE."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Dict
+
+from .. import vocabulary as v
+from ..configtext import BOOL, INT, LIST, OPTIONAL_TEXT, TEXT, ConfigTextError, Key, Table, read
+from ..vocabulary import CommandKind, timestamp
+from .base import TorchOutput, TraceKind, TraceSpec, at_least, in_folder, recording_options, time_based
+
+KEYS: Table = (
+    Key("ACTIVITIES_LOG_FILE", TEXT),
+    Key("PROFILE_START_ITERATION", INT, 0),
+    Key("PROFILE_START_STEP", INT, -1),
+    Key("ACTIVITIES_ITERATIONS", INT, 0),
+    Key("PROFILE_START_TIME", INT, 0),
+    Key("ACTIVITIES_DURATION_MSECS", INT, 0),
+    Key("PROFILE_RECORD_SHAPES", BOOL, False),
+    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
+    Key("PROFILE_WITH_STACK", BOOL, False),
+    Key("PROFILE_WITH_FLOPS", BOOL, False),
+    Key("PROFILE_WITH_MODULES", BOOL, False),
+    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
+    Key("PROFILE_ANALYSE", BOOL, False),
+    Key("PROFILE_ASYNC_MODE", BOOL, False),
+    Key("PROFILE_PROFILER_LEVEL", OPTIONAL_TEXT, v.DEFAULT_PROFILER_LEVEL),
+    Key("PROFILE_AIC_METRICS", OPTIONAL_TEXT, v.DEFAULT_AIC_METRICS),
+    Key("PROFILE_L2_CACHE", BOOL, False),
+    Key("PROFILE_OP_ATTR", BOOL, False),
+    Key("PROFILE_MSPROF_TX", BOOL, False),
+    Key("PROFILE_GC_DETECT_THRESHOLD", OPTIONAL_TEXT),
+    Key("PROFILE_DATA_SIMPLIFICATION", BOOL, True),
+    Key("PROFILE_EXPORT_TYPE", OPTIONAL_TEXT, v.DEFAULT_TRACE_EXPORT),
+    Key("PROFILE_HOST_SYS", LIST, []),
+    Key("PROFILE_SYS_IO", BOOL, False),
+    Key("PROFILE_SYS_INTERCONNECTION", BOOL, False),
+    Key("PROFILE_MSTX_DOMAIN_INCLUDE", LIST, []),
+    Key("PROFILE_MSTX_DOMAIN_EXCLUDE", LIST, []),
+    Key("PROFILE_IS_RANK", BOOL, False),
+    Key("PROFILE_RANK_LIST", LIST, []),
+)
+
+# The PROFILE_ keys the spec holds in fields of its own; every other one goes to torch_npu as text.
+_COMMON_KEYS = {
+    "PROFILE_START_STEP",
+    "PROFILE_START_ITERATION",
+    "PROFILE_START_TIME",
+    "PROFILE_ACTIVITIES",
+    "PROFILE_RECORD_SHAPES",
+    "PROFILE_PROFILE_MEMORY",
+    "PROFILE_WITH_STACK",
+    "PROFILE_WITH_FLOPS",
+    "PROFILE_WITH_MODULES",
+    "PROFILE_ANALYSE",
+}
+
+
+def parse(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
+    values = read(KEYS, raw)
+    check = at_least(values, raw)
+    if not values["ACTIVITIES_LOG_FILE"]:
+        raise ConfigTextError("ACTIVITIES_LOG_FILE is required")
+    spec = TraceSpec(CommandKind.NPUTRACE, trace_id, values["ACTIVITIES_LOG_FILE"])
+    spec.iterations = check("ACTIVITIES_ITERATIONS", 0)
+    if spec.step_based:
+        spec.start_step = check("PROFILE_START_STEP", -1)
+    else:
+        time_based(spec, check)
+    spec.activities = values["PROFILE_ACTIVITIES"]
+    recording_options(spec, values, shapes_key="PROFILE_RECORD_SHAPES")
+    spec.analyse = values["PROFILE_ANALYSE"]
+    spec.npu = {k: val for k, val in raw.items() if k.startswith("PROFILE_") and k not in _COMMON_KEYS}
+    return spec
+
+
+def _torch_output(spec: TraceSpec, host: str, pid: int) -> TorchOutput:
+    """A folder per trace, named as torch_npu names its own (``_torch`` where it says ``_ascend_pt``)."""
+    run = f"{host}_{pid}_{timestamp(int(time.time() * 1000))}_torch"
+    return in_folder(os.path.join(spec.log_file, run), host, pid)
+
+
+KIND = TraceKind(
+    CommandKind.NPUTRACE,
+    KEYS,
+    parse,
+    _torch_output,
+    ascend_root=lambda spec: spec.log_file,
+    framework_takes=True,
+)
