@@ -20,6 +20,7 @@ from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 from msmonitor_plugin import configtext, wire
+from msmonitor_plugin.kinds.base import TraceSpec
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
 from msmonitor_plugin.trace import spec as trace_spec
 from msmonitor_plugin.vocabulary import CommandKind
@@ -61,13 +62,13 @@ def _command(kind: CommandKind, text: str) -> wire.Command:
     return wire.Command.from_payload(command.to_payload())
 
 
-def _nputrace_spec(request: pb.NpuTraceRequest) -> trace_spec.TraceSpec:
+def _nputrace_spec(request: pb.NpuTraceRequest) -> TraceSpec:
     """What the process reads from the daemon's text for *request*, through the gRPC edge."""
     text = NpuTrace(*stores).text(convert.command(NpuTraceCommand, request))
     return trace_spec.parse(_command(CommandKind.NPUTRACE, text))
 
 
-def _gputrace_spec(request: pb.GpuTraceRequest) -> trace_spec.TraceSpec:
+def _gputrace_spec(request: pb.GpuTraceRequest) -> TraceSpec:
     text = GpuTrace(*stores).text(convert.command(GpuTraceCommand, request))
     return trace_spec.parse(_command(CommandKind.GPUTRACE, text))
 

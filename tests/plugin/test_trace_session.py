@@ -5,9 +5,10 @@ import unittest
 
 from msmonitor_plugin import wire
 from msmonitor_plugin.configtext import ConfigTextError
+from msmonitor_plugin.kinds.gputrace import kineto_output_file
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.trace.spec import kineto_output_file, parse
+from msmonitor_plugin.trace.spec import parse
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 

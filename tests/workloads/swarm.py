@@ -91,6 +91,7 @@ from typing import (
 
 from msmonitor_plugin import configtext, identity, wire
 from msmonitor_plugin.agent import capabilities
+from msmonitor_plugin.kinds.base import TraceSpec
 from msmonitor_plugin.link import (
     ABSENT_RETRY_S,
     MAX_HEARTBEAT_S,
@@ -106,7 +107,6 @@ from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.trace.spec import TraceSpec
 from msmonitor_plugin.vocabulary import DEFAULT_REPORT_INTERVAL_S, CommandKind, MonitorState, timestamp
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from msmonitor_plugin import configtext
 from msmonitor_plugin.kinds import gputrace as gputrace_keys
-from msmonitor_plugin.trace.spec import kineto_output_file
+from msmonitor_plugin.kinds.gputrace import kineto_output_file
 from msmonitor_plugin.vocabulary import DEFAULT_START_ITERATION_ROUNDUP, CommandKind
 
 from ..model import Targets

@@ -15,7 +15,7 @@ from .base import TorchOutput, TraceKind, TraceSpec, at_least, recording_options
 KEYS: Table = (
     Key("ACTIVITIES_LOG_FILE", TEXT, v.DEFAULT_KINETO_LOG_FILE),
     Key("PROFILE_START_ITERATION", INT, 0),
-    Key("PROFILE_START_ITERATION_ROUNDUP", INT, 1),
+    Key("PROFILE_START_ITERATION_ROUNDUP", INT, v.DEFAULT_START_ITERATION_ROUNDUP),
     Key("ACTIVITIES_ITERATIONS", INT, 0),
     Key("PROFILE_START_TIME", INT, 0),
     Key("ACTIVITIES_DURATION_MSECS", INT, v.DEFAULT_DURATION_MS),
@@ -36,7 +36,9 @@ def parse(trace_id: str, raw: Dict[str, str]) -> TraceSpec:
     spec.iterations = check("ACTIVITIES_ITERATIONS", 0)
     if spec.step_based:
         spec.start_step = -1
-        spec.start_roundup = max(1, check("PROFILE_START_ITERATION_ROUNDUP", 0))
+        spec.start_roundup = max(
+            v.DEFAULT_START_ITERATION_ROUNDUP, check("PROFILE_START_ITERATION_ROUNDUP", 0)
+        )
     else:
         time_based(spec, check)
     recording_options(spec, values, shapes_key="PROFILE_REPORT_INPUT_SHAPES")

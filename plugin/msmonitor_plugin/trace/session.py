@@ -21,12 +21,13 @@ from typing import Callable, Deque, List, Optional, Tuple
 
 from .. import identity, wire
 from ..configtext import ConfigTextError
+from ..kinds.base import TraceSpec
 from ..slot import ProfilerSlot
 from ..steps import StepCounter
 from ..vocabulary import TracePhase, trace_holder
 from . import prof
 from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
-from .spec import TraceSpec, is_stop, parse
+from .spec import is_stop, parse
 
 log = logging.getLogger("msmonitor_plugin")
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 from .. import configtext, kinds, wire
 from ..configtext import ConfigTextError
 from ..kinds.base import TraceSpec
-from ..kinds.gputrace import kineto_output_file
-
-__all__ = ["TraceSpec", "is_stop", "kineto_output_file", "parse"]
 
 
 def parse(command: wire.Command) -> TraceSpec:
