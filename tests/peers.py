@@ -10,6 +10,7 @@ import contextlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import zipfile
 from dataclasses import dataclass, field
@@ -28,8 +29,12 @@ def wheel(requirement: str, *pip_args: str) -> Path:
     pattern = f"{name.replace('-', '_')}-{version}-*.whl"
     found = sorted(WHEELS.glob(pattern))
     if not found:
-        command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(WHEELS)]
-        subprocess.run([*command, *pip_args, requirement], check=True, timeout=600)
+        WHEELS.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=PEERS) as scratch:  # only a whole download is ever reused
+            command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", scratch]
+            subprocess.run([*command, *pip_args, requirement], check=True, timeout=600)
+            for downloaded in Path(scratch).glob(pattern):
+                downloaded.rename(WHEELS / downloaded.name)
         found = sorted(WHEELS.glob(pattern))
     if not found:
         raise FileNotFoundError(f"pip downloaded no wheel matching {pattern} into {WHEELS}")
