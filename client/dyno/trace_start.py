@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from argparse import Namespace
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple, TypeVar
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
@@ -26,7 +26,17 @@ from .target import Target, absolute_path
 from .trace_progress import TRACE_HEADERS, all_finished, clock, print_trace, trace_rows, watch
 
 _NO_MATCH = (pb.REASON_NO_PROCESS_MATCHED, pb.REASON_NO_PROCESS_REGISTERED)
-TraceRequest = TypeVar("TraceRequest", pb.NpuTraceRequest, pb.GpuTraceRequest)
+
+
+class TraceFields(Protocol):
+    """What starting a trace reads and sets in a trace kind's request, whichever kind it is."""
+
+    log_file: str
+    iterations: int
+    profile_start_time_ms: int
+
+
+TraceRequest = TypeVar("TraceRequest", bound=TraceFields)
 Rpc = Callable[[Any], Callable[..., pb.CommandResponse]]  # picks the stub's method
 # --sync: the start instant is this far ahead of the slowest round trip, times three per wave of
 # --parallel hosts: the command's own round trip, and room for a host that answered fast once.

@@ -44,6 +44,7 @@ class Policy(abc.ABC, Generic[Request]):
 
     kind: CommandKind
     exclusive = True  # the exclusion rules apply (attaching to a process runs nothing there yet)
+    traces: ClassVar[bool] = False  # it records a trace: one per process, not beside a monitor
     # The client that takes this kind by polling, where no plugin runs it (msMonitor's, stock Kineto).
     pulled_by: ClassVar[Optional[ClientKind]] = None
     # A kind dyno sends with an RPC of its own names it, with the command's model and the field that
@@ -100,10 +101,10 @@ class CommandPipeline:
             )
         for record in matched:
             outcome = Outcome(record)
-            held = held_by(policy.kind, record) if policy.exclusive else None
+            held = held_by(policy, record) if policy.exclusive else None
             reason = (
                 held
-                or (self.exclusion(policy.kind, record) if policy.exclusive else None)
+                or (self.exclusion(policy, record) if policy.exclusive else None)
                 or (None if record.can_run(policy.kind, policy.pulled_by) else Reason.NOT_SUPPORTED)
                 or policy.refuse(request, record)
             )
@@ -115,11 +116,11 @@ class CommandPipeline:
             result.outcomes.append(outcome)
         return result
 
-    def exclusion(self, kind: CommandKind, record: ProcessRecord) -> Optional[Reason]:
+    def exclusion(self, policy: Policy[Any], record: ProcessRecord) -> Optional[Reason]:
         """nputrace and npu-monitor exclude each other per process; one trace at a time; one command
         waiting for a polling client at a time."""
         state = self._traces.slot_of(record).state
-        if kind.traces:
+        if policy.traces:
             if record.monitor_state is MonitorState.RUNNING:
                 return Reason.NPU_MONITOR_RUNNING
             if self._traces.active(record.host_pid) is not None or state.busy:
@@ -135,15 +136,15 @@ class CommandPipeline:
         return None
 
 
-def held_by(kind: CommandKind, record: ProcessRecord) -> Optional[Reason]:
+def held_by(policy: Policy[Any], record: ProcessRecord) -> Optional[Reason]:
     """The process's own word first: a profiler its plugin says it runs (the slot's holder) excludes any
     other, the service profiler's operator collection included, which nothing else tells the daemon."""
     holder = record.profiler
-    if not holder or (kind is CommandKind.NPUMONITOR and holder == MONITOR_HOLDER):
+    if not holder or (policy.kind is CommandKind.NPUMONITOR and holder == MONITOR_HOLDER):
         return None  # free, or a change to the monitor that holds it
     if holder == MONITOR_HOLDER:
         return Reason.NPU_MONITOR_RUNNING
-    return Reason.TRACE_BUSY if kind.traces else Reason.NPU_TRACE_RUNNING
+    return Reason.TRACE_BUSY if policy.traces else Reason.NPU_TRACE_RUNNING
 
 
 def _refused(result: CommandResult, reason: Reason, message: str) -> CommandResult:

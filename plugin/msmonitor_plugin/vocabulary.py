@@ -22,10 +22,6 @@ class CommandKind(str, enum.Enum):
     # The service profiler's JSON switch, edited (a command source inside the plugin).
     SERVICE_PROFILER = "service"
 
-    @property
-    def traces(self) -> bool:
-        return self in (CommandKind.NPUTRACE, CommandKind.GPUTRACE, CommandKind.DYNAMIC)
-
 
 # Who holds a process's one profiler, as its plugin names the holder: in refusals, and to the daemon in
 # every hello (``Hello.profiler``), so the daemon refuses what the process would.

@@ -18,6 +18,8 @@ log = logging.getLogger("dynolog.trace")
 
 
 class TracePolicy(Policy[Request]):
+    traces = True
+
     def __init__(self, traces: TraceStore, delivery: Delivery) -> None:
         self._traces = traces
         self._delivery = delivery
