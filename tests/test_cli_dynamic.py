@@ -326,6 +326,59 @@ def test_json_prints_one_object_per_reply_and_nothing_else(fake_dynolog, typed, 
     ]
 
 
+def _stopped_and_limited(request: pb.DynamicRequest) -> Sequence[Step]:
+    """A stop that is also the session's last command: two parts, worded by dyno."""
+    window = pb.TraceProcess(
+        pid=7,
+        host_pid=7,
+        rank=0,
+        phase=pb.TRACE_PHASE_FINISHED,
+        start_step=12,
+        stop_step=15,
+        output="/p/PROF_000001_x/",
+        files=["/p/PROF_000001_x/a", "/p/PROF_000001_x/b"],
+    )
+    stopped = pb.SessionPart(
+        news=pb.SESSION_NEWS_STOPPED,
+        window_id="9",
+        processes=[
+            pb.DynamicProcess(
+                pid=7,
+                host_pid=7,
+                rank=0,
+                ok=True,
+                window=window,
+                size_bytes=18_200_000,
+                new_warnings=["no NPU here"],
+            )
+        ],
+    )
+    limit = pb.SessionPart(news=pb.SESSION_NEWS_COMMAND_LIMIT, command_limit=2)
+    reply = answer(request, ended=request.action == pb.DYNAMIC_ACTION_STOP)
+    reply.message = ""
+    if request.action == pb.DYNAMIC_ACTION_STOP:
+        reply.parts.extend([stopped, limit])
+    return [reply]
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_dyno_words_the_parts_of_an_answer(fake_dynolog, typed, capsys, json_out):
+    fake_dynolog.script = _stopped_and_limited
+    typed("stop\n")
+    run_dyno(*(["--json"] if json_out else []), "dynamic", "--pid", "7", "--output", "/p")
+    out = capsys.readouterr().out
+    words = [
+        "pid 7 (rank 0): /p/PROF_000001_x/  (2 files, 18.2 MB), steps 12-14",
+        "  warning: no NPU here",
+        "this session used its 2 start/stop commands (--command-limit): it ended; attach again to go on",
+    ]
+    if json_out:  # the words in "message", the parts not repeated
+        stop = [json.loads(line) for line in out.splitlines()][1]
+        assert stop["message"] == "\n".join(words) and not stop.get("parts")
+    else:
+        assert "\n".join(words) in out
+
+
 def test_when_dynolog_ends_the_session_dyno_exits_1(fake_dynolog, typed, capsys):
     fake_dynolog.script = lambda r: [answer(r), 0.1, news("command limit reached", ended=True)]
     typed(None)

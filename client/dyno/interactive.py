@@ -22,6 +22,7 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Protocol, Tup
 
 from dynoproto import dynolog_pb2 as pb
 
+from . import session_lines
 from .output import as_dict, print_json
 
 PROMPT = "(dyno) "
@@ -266,12 +267,19 @@ def _seconds(words: List[str]) -> Optional[float]:
 
 
 def _print_text(reply: pb.DynamicReply) -> None:
-    if reply.message:
-        print(reply.message, flush=True)
+    words = session_lines.text(reply)
+    if words:
+        print(words, flush=True)
 
 
 def _print_json(reply: pb.DynamicReply) -> None:
-    print_json(as_dict(reply), indent=None)  # one line each: a stream of objects
+    """One line each (a stream of objects): the reply with its words in ``message``; its parts are what
+    the words say, so they are not repeated."""
+    shown = pb.DynamicReply()
+    shown.CopyFrom(reply)
+    shown.message = session_lines.text(reply)
+    shown.ClearField("parts")
+    print_json(as_dict(shown), indent=None)
 
 
 def _stdout(text: str) -> None:

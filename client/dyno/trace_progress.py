@@ -56,7 +56,7 @@ def _progress(info: pb.TraceInfo, seen: Dict[int, int], prefix: str) -> None:
     for p in info.processes:
         if seen.get(p.host_pid) != p.phase:
             seen[p.host_pid] = p.phase
-            line = f"  {prefix}pid {p.pid} (rank {rank_text(p.rank)}): {_phase(p.phase)}{_steps(p)}\n"
+            line = f"  {prefix}pid {p.pid} (rank {rank_text(p.rank)}): {phase_name(p.phase)}{_steps(p)}\n"
             sys.stderr.write(line)
             sys.stderr.flush()
 
@@ -67,7 +67,7 @@ def print_trace(info: pb.TraceInfo) -> None:
     for p in info.processes:
         for warning in p.warnings:
             print(f"  warning (pid {p.pid}): {warning}")
-        print(f"  pid {p.pid}: " + ", ".join(f"{_phase(h.phase)} {clock(h.at)}" for h in p.history))
+        print(f"  pid {p.pid}: " + ", ".join(f"{phase_name(h.phase)} {clock(h.at)}" for h in p.history))
 
 
 def trace_rows(info: Optional[pb.TraceInfo]) -> List[List[str]]:
@@ -76,7 +76,7 @@ def trace_rows(info: Optional[pb.TraceInfo]) -> List[List[str]]:
         [
             str(p.pid),
             rank_text(p.rank),
-            _phase(p.phase),
+            phase_name(p.phase),
             _steps(p).strip(" ()"),
             p.error or ", ".join(p.files) or p.output,
         ]
@@ -99,7 +99,7 @@ def clock(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
 
 
-def _phase(phase: int) -> str:
+def phase_name(phase: int) -> str:
     return pb.TracePhase.Name(phase).removeprefix("TRACE_PHASE_").lower()
 
 

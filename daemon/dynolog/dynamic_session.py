@@ -7,17 +7,22 @@ process. It ends when its client quits or goes away (the hold ends with the stre
 frees its processes as soon as its connection closes), after msprof's limits (time without
 collecting, number of start/stop commands), or when every process it holds has exited. A window that
 is collecting when the session ends is stopped.
+
+Each answer is a list of parts, each what happened with its facts and a copy of the window as it was
+then (a start that reaches the command limit also stops the window: two moments in one answer);
+``dyno`` words them (``dyno/session_lines.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import enum
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, List, Optional, Set, Union
+from typing import Any, AsyncIterator, Callable, List, Optional, Set, Union
 
 from msmonitor_plugin.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
@@ -54,16 +59,76 @@ class SessionStep:
     attach: Optional[AttachCommand] = None  # with ATTACH
 
 
+class News(enum.Enum):
+    """What one part of a session's answer says (the proto's SessionNews); ``dyno`` words it."""
+
+    ATTACHED = 1
+    REFUSED = 2
+    ALREADY_ATTACHED = 3
+    ALREADY_STARTED = 4
+    STARTED = 5
+    NOT_STARTED = 6
+    STOPPED = 7
+    STATUS = 8
+    QUIT = 9
+    IDLE_TIMEOUT = 10
+    COMMAND_LIMIT = 11
+    PROCESS_GONE = 12
+    TASK_ENDED = 13
+
+
 @dataclass
 class SessionProcess:
-    """One process's part in a session's answer."""
+    """One process's part in a session's answer, as it was at that moment."""
 
     pid: int
     host_pid: int
     rank: int
     ok: bool
     detail: str
-    window: Optional[ProcessTrace] = None  # the window's state in this process, when there is one
+    window: Optional[ProcessTrace] = None  # a copy of its window's state, when there is one
+    step: int = 0  # the step the daemon last heard of
+    backend: str = ""
+    new_warnings: List[str] = field(default_factory=list)  # not already given when the window started
+    collecting_s: float = 0.0
+
+    @classmethod
+    def of_record(cls, record: ProcessRecord, ok: bool, detail: str) -> SessionProcess:
+        return cls(
+            record.pid,
+            record.host_pid,
+            record.rank,
+            ok,
+            detail,
+            step=record.current_step,
+            backend=record.backend,
+        )
+
+    @classmethod
+    def of_window(cls, p: ProcessTrace, **facts: Any) -> SessionProcess:
+        ok = p.phase is not TracePhase.FAILED
+        return cls(p.pid, p.host_pid, p.rank, ok, p.error or p.phase.value, copy.deepcopy(p), **facts)
+
+
+@dataclass
+class SessionPart:
+    """One thing an answer says, with the facts ``dyno`` words it from."""
+
+    news: News
+    processes: List[SessionProcess] = field(default_factory=list)
+    label: str = ""
+    refusal: str = ""
+    why: str = ""
+    window_id: str = ""
+    output: str = ""
+    hostname: str = ""
+    attached: int = 0
+    commands_used: int = 0
+    command_limit: int = 0
+    windows: int = 0
+    idle_left_s: float = 0.0
+    idle_timeout_s: float = 0.0
+    waited_s: float = 0.0
 
 
 @dataclass
@@ -71,10 +136,10 @@ class SessionReply:
     seq: int  # of the request answered; 0: news nobody asked for
     action: SessionAction
     ok: bool  # at least one process did what was asked
-    lines: List[str]
+    parts: List[SessionPart]
     processes: List[SessionProcess] = field(default_factory=list)
     window_id: str = ""
-    ended: bool = False  # the session is over; the lines say why
+    ended: bool = False  # the session is over; the parts say why
     commands_left: int = 0
 
 
@@ -155,16 +220,8 @@ class DynamicSession:
         if item is None:
             return await self._quit(0, "the client closed the session")
         if isinstance(item, _Idle):
-            return self._reply(
-                0,
-                _A.QUIT,
-                False,
-                [
-                    f"no collection for {self._idle_timeout_s:g} s (--idle-timeout): the session ended; "
-                    "the job keeps running, attach again any time"
-                ],
-                ended=True,
-            )
+            part = SessionPart(News.IDLE_TIMEOUT, idle_timeout_s=self._idle_timeout_s)
+            return self._reply(0, _A.QUIT, False, [part], ended=True)
         if isinstance(item, Gone):
             return self._process_gone(item)
         handlers = {
@@ -175,9 +232,7 @@ class DynamicSession:
         }
         handler = handlers.get(item.action)
         if handler is None:
-            return self._reply(
-                item.seq, item.action, False, ["already attached: start, stop, status or quit"]
-            )
+            return self._reply(item.seq, item.action, False, [SessionPart(News.ALREADY_ATTACHED)])
         reply = await handler(item.seq)
         if item.action in (_A.START, _A.STOP):
             reply = await self._count_command(reply)
@@ -189,24 +244,19 @@ class DynamicSession:
         await self._await_registration()
         result = await self._node.pipeline.run(self._node.dynamic_attach, self._request)
         self._pids = {o.record.host_pid for o in result.taken}
-        lines = [
-            f"{_who(o.record)}: attached at step {o.record.current_step} ({o.record.backend})"
-            if o.triggered
-            else f"{_who(o.record)}: not attached: {o.detail}"
-            for o in result.outcomes
-        ]
+        processes = [SessionProcess.of_record(o.record, o.triggered, o.detail) for o in result.outcomes]
         if not result.effective:
-            reply = self._reply(seq, _A.ATTACH, False, [_refusal(result), *lines], ended=True)
+            reply = self._reply(seq, _A.ATTACH, False, [_refused(result, processes)], ended=True)
         else:
-            header = (
-                f"attached to {len(self._pids)} process{'es' if len(self._pids) > 1 else ''}; windows go "
-                f"under {self._attach.output} on {self._node.nputrace.hostname}; type help for the commands"
+            attached = SessionPart(
+                News.ATTACHED,
+                processes,
+                output=self._attach.output,
+                hostname=self._node.nputrace.hostname,
+                attached=len(self._pids),
             )
-            reply = self._reply(seq, _A.ATTACH, True, [header, *lines])
-        reply.processes = [
-            SessionProcess(o.record.pid, o.record.host_pid, o.record.rank, o.triggered, o.detail)
-            for o in result.outcomes
-        ]
+            reply = self._reply(seq, _A.ATTACH, True, [attached])
+        reply.processes = processes
         return reply
 
     async def _await_registration(self) -> None:
@@ -221,60 +271,64 @@ class DynamicSession:
     async def _start(self, seq: int) -> SessionReply:
         if self._collecting:
             assert self._window is not None
-            return self._reply(seq, _A.START, False, [f"already started (window {self._window.trace_id})"])
+            part = SessionPart(News.ALREADY_STARTED, window_id=self._window.trace_id)
+            return self._reply(seq, _A.START, False, [part])
         result = await self._node.pipeline.run(self._node.dynamic_window, self._request)
         if not result.effective:
-            lines = [f"{_who(o.record)}: not started: {o.detail}" for o in result.outcomes]
-            return self._reply(seq, _A.START, False, [_refusal(result), *lines])
+            processes = [SessionProcess.of_record(o.record, False, o.detail) for o in result.outcomes]
+            return self._reply(seq, _A.START, False, [_refused(result, processes)])
         self._pids |= {o.record.host_pid for o in result.taken}
         window = self._window = self._node.traces.get(result.trace_id)
         assert window is not None
         self._windows += 1
         await _until(window, lambda p: p.phase in (TracePhase.RUNNING, *_FINAL), START_WAIT_S)
-        lines = [_started(p) for p in window.processes.values()]
+        started = SessionPart(News.STARTED, [SessionProcess.of_window(p) for p in window.processes.values()])
         self._warned = {f"{p.host_pid}:{w}" for p in window.processes.values() for w in p.warnings}
         ok = any(p.phase is not TracePhase.FAILED for p in window.processes.values())
-        return self._reply(seq, _A.START, ok, lines, window)
+        return self._reply(seq, _A.START, ok, [started], window)
 
     async def _stop(self, seq: int) -> SessionReply:
         if not self._collecting:
-            return self._reply(seq, _A.STOP, False, ["not started"])
+            return self._reply(seq, _A.STOP, False, [SessionPart(News.NOT_STARTED)])
         window = self._window
         assert window is not None
         self._push_stop(window)
         await _until(window, lambda p: p.phase.final, STOP_WAIT_S)
         self._idle_since = time.monotonic()
-        lines = [
-            _stopped(p, window.trace_id, [w for w in p.warnings if f"{p.host_pid}:{w}" not in self._warned])
-            for p in window.processes.values()
-        ]
+        stopped = SessionPart(
+            News.STOPPED,
+            [
+                SessionProcess.of_window(
+                    p, new_warnings=[w for w in p.warnings if f"{p.host_pid}:{w}" not in self._warned]
+                )
+                for p in window.processes.values()
+            ],
+            window_id=window.trace_id,
+            waited_s=STOP_WAIT_S,
+        )
         ok = any(p.phase is TracePhase.FINISHED for p in window.processes.values())
-        return self._reply(seq, _A.STOP, ok, lines, window)
+        return self._reply(seq, _A.STOP, ok, [stopped], window)
 
     async def _status(self, seq: int) -> SessionReply:
-        n = len(self._pids)
-        lines = [
-            f"attached to {n} process{'es' if n != 1 else ''}; {self._commands} of {self._command_limit} "
-            "start/stop commands used"
-        ]
+        status = SessionPart(
+            News.STATUS,
+            attached=len(self._pids),
+            commands_used=self._commands,
+            command_limit=self._command_limit,
+            windows=self._windows,
+            output=self._attach.output,
+        )
         window = self._window
         if self._collecting and window is not None:
-            lines += [self._collecting_line(p) for p in window.processes.values()]
+            status.processes = [self._collecting_process(p) for p in window.processes.values()]
         else:
-            left = self._idle_since + self._idle_timeout_s - time.monotonic()
-            lines.append(
-                f"idle: {self._windows} window{'s' if self._windows != 1 else ''} so far; the session ends "
-                f"after {max(0.0, left):.0f} s more without collecting"
-            )
-        return self._reply(seq, _A.STATUS, True, lines, window if self._collecting else None)
+            status.idle_left_s = max(0.0, self._idle_since + self._idle_timeout_s - time.monotonic())
+        return self._reply(seq, _A.STATUS, True, [status], window if self._collecting else None)
 
     async def _quit(self, seq: int, why: str = "quit") -> SessionReply:
-        reply = await self._stop(seq) if self._collecting else None
-        lines = [
-            *(reply.lines if reply else []),
-            f"{why}: the job keeps running; attach again any time",
-        ]
-        return self._reply(seq, _A.QUIT, True, lines, self._window if reply else None, ended=True)
+        stopped = await self._stop(seq) if self._collecting else None
+        parts = [*(stopped.parts if stopped else []), SessionPart(News.QUIT, why=why)]
+        return self._reply(seq, _A.QUIT, True, parts, self._window if stopped else None, ended=True)
 
     async def _count_command(self, reply: SessionReply) -> SessionReply:
         """msprof's cap on start/stop commands: the one that reaches it is answered, then the session
@@ -284,27 +338,22 @@ class DynamicSession:
         if self._commands < self._command_limit:
             return reply
         if self._collecting:
-            reply.lines += (await self._stop(reply.seq)).lines
-        reply.lines.append(
-            f"this session used its {self._command_limit} start/stop commands (--command-limit): it ended; "
-            "attach again to go on"
-        )
+            reply.parts += (await self._stop(reply.seq)).parts
+        reply.parts.append(SessionPart(News.COMMAND_LIMIT, command_limit=self._command_limit))
         reply.ended = True
         return reply
 
     def _process_gone(self, gone: Gone) -> SessionReply:
         record = gone.record
         self._pids.discard(record.host_pid)
-        lines = [f"{_who(record)} {gone.why} at step {record.current_step}"]
-        process = self._window.processes.get(record.host_pid) if self._window else None
-        if process is not None and process.phase is TracePhase.FINISHED and process.start_step >= 0:
-            lines.append(f"  its window was closed: {_written(process)}")
-        elif process is not None and process.phase is TracePhase.FAILED:
-            lines.append(f"  its window: {process.error}")
+        process = SessionProcess.of_record(record, False, gone.why)
+        window = self._window.processes.get(record.host_pid) if self._window else None
+        process.window = copy.deepcopy(window)
+        parts = [SessionPart(News.PROCESS_GONE, [process], why=gone.why)]
         ended = not self._pids
         if ended:
-            lines.append("the task ended: every attached process has exited")
-        return self._reply(0, _A.NONE, False, lines, ended=ended)
+            parts.append(SessionPart(News.TASK_ENDED))
+        return self._reply(0, _A.NONE, False, parts, ended=ended)
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -312,44 +361,30 @@ class DynamicSession:
     def _collecting(self) -> bool:
         return self._window is not None and not self._window.done
 
-    def _collecting_line(self, p: ProcessTrace) -> str:
+    def _collecting_process(self, p: ProcessTrace) -> SessionProcess:
+        """A process of the window being collected, with how long it has recorded and the step the
+        daemon last heard of (its last heartbeat's: only what is known for sure)."""
         record = self._node.registry.get(p.host_pid)
-        if p.phase is TracePhase.READY:
-            return f"{_who(p)}: starts at step {p.start_step}, its next step boundary"
-        if p.phase is not TracePhase.RUNNING:
-            return f"{_who(p)}: {p.phase.value}"
         since = next((at for phase, at in p.history if phase is TracePhase.RUNNING), p.updated_at)
-        # The step the daemon knows is the last heartbeat's: say only what it knows for sure.
-        current = record.current_step if record is not None else 0
-        steps = ""
-        if p.start_step > 0:
-            steps = (
-                f", steps {p.start_step}-{current}"
-                if current > p.start_step
-                else f", from step {p.start_step}"
-            )
-        return f"{_who(p)}: collecting for {time.time() - since:.1f} s{steps}, output {self._attach.output}"
+        return SessionProcess.of_window(
+            p, step=record.current_step if record is not None else 0, collecting_s=time.time() - since
+        )
 
     def _reply(
         self,
         seq: int,
         action: SessionAction,
         ok: bool,
-        lines: List[str],
+        parts: List[SessionPart],
         window: Optional[Trace] = None,
         ended: bool = False,
     ) -> SessionReply:
-        processes = [
-            SessionProcess(
-                p.pid, p.host_pid, p.rank, p.phase is not TracePhase.FAILED, p.error or p.phase.value, p
-            )
-            for p in (window.processes.values() if window is not None else ())
-        ]
+        processes = [SessionProcess.of_window(p) for p in (window.processes.values() if window else ())]
         return SessionReply(
             seq,
             action,
             ok,
-            lines,
+            parts,
             processes,
             window_id=window.trace_id if window else "",
             ended=ended,
@@ -380,45 +415,7 @@ async def _until(trace: Trace, done: Callable[[ProcessTrace], bool], timeout: fl
     return await trace.changes.until(lambda: all(done(p) for p in trace.processes.values()), timeout)
 
 
-def _who(p: Union[ProcessRecord, ProcessTrace]) -> str:
-    pid = f"pid {p.pid}" if p.pid == p.host_pid else f"pid {p.pid} (host pid {p.host_pid})"
-    return f"{pid} (rank {p.rank})" if p.rank >= 0 else pid
-
-
-def _refusal(result: CommandResult) -> str:
-    return result.message if result.refusal is not None else f"{result.label}: no process took it"
-
-
-def _started(p: ProcessTrace) -> str:
-    if p.phase is TracePhase.FAILED:
-        return f"{_who(p)}: not started: {p.error}"
-    if p.phase is TracePhase.RUNNING:
-        when = f"at step {p.start_step}" if p.start_step > 0 else "at once (it counts no steps)"
-        line = f"{_who(p)}: started {when}"
-    elif p.phase is TracePhase.READY:
-        line = f"{_who(p)}: starts at step {p.start_step}, its next step boundary"
-    else:
-        line = f"{_who(p)}: start sent, not yet taken ({p.phase.value})"
-    return "\n".join([line, *(f"  warning: {w}" for w in p.warnings)])
-
-
-def _stopped(p: ProcessTrace, window_id: str, warnings: List[str]) -> str:
-    if p.phase is TracePhase.FINISHED:
-        return "\n".join([f"{_who(p)}: {_written(p)}", *(f"  warning: {w}" for w in warnings)])
-    if p.phase is TracePhase.FAILED:
-        return f"{_who(p)}: failed: {p.error}"
-    return f"{_who(p)}: still writing after {STOP_WAIT_S:g} s; `dyno trace {window_id}` follows it"
-
-
-def _written(p: ProcessTrace) -> str:
-    steps = f", steps {p.start_step}-{p.stop_step - 1}" if p.start_step > 0 else ""
-    n = len(p.files)
-    return f"{p.output.rstrip('/')}/  ({n} file{'s' if n != 1 else ''}, {_size(p.size_bytes)}){steps}"
-
-
-def _size(n: int) -> str:
-    """Decimal units, as ``du --si`` and ``ls -lh --si`` show them."""
-    if n < 1000:
-        return f"{n} B"
-    exponent = min(3, (len(str(n)) - 1) // 3)
-    return f"{n / 1000**exponent:.1f} {' kMG'[exponent]}B"
+def _refused(result: CommandResult, processes: List[SessionProcess]) -> SessionPart:
+    """No process took it: the daemon's answer when it was refused before any, and each one's reason."""
+    refusal = result.message if result.refusal is not None else ""
+    return SessionPart(News.REFUSED, processes, label=result.label, refusal=refusal)

@@ -65,6 +65,23 @@ class DynamicAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DYNAMIC_ACTION_STOP: _ClassVar[DynamicAction]
     DYNAMIC_ACTION_STATUS: _ClassVar[DynamicAction]
     DYNAMIC_ACTION_QUIT: _ClassVar[DynamicAction]
+
+class SessionNews(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_NEWS_UNSPECIFIED: _ClassVar[SessionNews]
+    SESSION_NEWS_ATTACHED: _ClassVar[SessionNews]
+    SESSION_NEWS_REFUSED: _ClassVar[SessionNews]
+    SESSION_NEWS_ALREADY_ATTACHED: _ClassVar[SessionNews]
+    SESSION_NEWS_ALREADY_STARTED: _ClassVar[SessionNews]
+    SESSION_NEWS_STARTED: _ClassVar[SessionNews]
+    SESSION_NEWS_NOT_STARTED: _ClassVar[SessionNews]
+    SESSION_NEWS_STOPPED: _ClassVar[SessionNews]
+    SESSION_NEWS_STATUS: _ClassVar[SessionNews]
+    SESSION_NEWS_QUIT: _ClassVar[SessionNews]
+    SESSION_NEWS_IDLE_TIMEOUT: _ClassVar[SessionNews]
+    SESSION_NEWS_COMMAND_LIMIT: _ClassVar[SessionNews]
+    SESSION_NEWS_PROCESS_GONE: _ClassVar[SessionNews]
+    SESSION_NEWS_TASK_ENDED: _ClassVar[SessionNews]
 CLIENT_KIND_UNSPECIFIED: ClientKind
 CLIENT_KIND_PLUGIN: ClientKind
 CLIENT_KIND_KINETO: ClientKind
@@ -103,6 +120,20 @@ DYNAMIC_ACTION_START: DynamicAction
 DYNAMIC_ACTION_STOP: DynamicAction
 DYNAMIC_ACTION_STATUS: DynamicAction
 DYNAMIC_ACTION_QUIT: DynamicAction
+SESSION_NEWS_UNSPECIFIED: SessionNews
+SESSION_NEWS_ATTACHED: SessionNews
+SESSION_NEWS_REFUSED: SessionNews
+SESSION_NEWS_ALREADY_ATTACHED: SessionNews
+SESSION_NEWS_ALREADY_STARTED: SessionNews
+SESSION_NEWS_STARTED: SessionNews
+SESSION_NEWS_NOT_STARTED: SessionNews
+SESSION_NEWS_STOPPED: SessionNews
+SESSION_NEWS_STATUS: SessionNews
+SESSION_NEWS_QUIT: SessionNews
+SESSION_NEWS_IDLE_TIMEOUT: SessionNews
+SESSION_NEWS_COMMAND_LIMIT: SessionNews
+SESSION_NEWS_PROCESS_GONE: SessionNews
+SESSION_NEWS_TASK_ENDED: SessionNews
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -695,7 +726,7 @@ class DynamicRequest(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., attach: _Optional[_Union[DynamicAttach, _Mapping]] = ...) -> None: ...
 
 class DynamicProcess(_message.Message):
-    __slots__ = ("pid", "host_pid", "rank", "ok", "detail", "window", "size_bytes")
+    __slots__ = ("pid", "host_pid", "rank", "ok", "detail", "window", "size_bytes", "step", "backend", "new_warnings", "collecting_s")
     PID_FIELD_NUMBER: _ClassVar[int]
     HOST_PID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -703,6 +734,10 @@ class DynamicProcess(_message.Message):
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    NEW_WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    COLLECTING_S_FIELD_NUMBER: _ClassVar[int]
     pid: int
     host_pid: int
     rank: int
@@ -710,10 +745,48 @@ class DynamicProcess(_message.Message):
     detail: str
     window: TraceProcess
     size_bytes: int
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., ok: _Optional[bool] = ..., detail: _Optional[str] = ..., window: _Optional[_Union[TraceProcess, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    step: int
+    backend: str
+    new_warnings: _containers.RepeatedScalarFieldContainer[str]
+    collecting_s: float
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., ok: _Optional[bool] = ..., detail: _Optional[str] = ..., window: _Optional[_Union[TraceProcess, _Mapping]] = ..., size_bytes: _Optional[int] = ..., step: _Optional[int] = ..., backend: _Optional[str] = ..., new_warnings: _Optional[_Iterable[str]] = ..., collecting_s: _Optional[float] = ...) -> None: ...
+
+class SessionPart(_message.Message):
+    __slots__ = ("news", "processes", "label", "refusal", "why", "window_id", "output", "hostname", "attached", "commands_used", "command_limit", "windows", "idle_left_s", "idle_timeout_s", "waited_s")
+    NEWS_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_USED_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_LEFT_S_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    WAITED_S_FIELD_NUMBER: _ClassVar[int]
+    news: SessionNews
+    processes: _containers.RepeatedCompositeFieldContainer[DynamicProcess]
+    label: str
+    refusal: str
+    why: str
+    window_id: str
+    output: str
+    hostname: str
+    attached: int
+    commands_used: int
+    command_limit: int
+    windows: int
+    idle_left_s: float
+    idle_timeout_s: float
+    waited_s: float
+    def __init__(self, news: _Optional[_Union[SessionNews, str]] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., label: _Optional[str] = ..., refusal: _Optional[str] = ..., why: _Optional[str] = ..., window_id: _Optional[str] = ..., output: _Optional[str] = ..., hostname: _Optional[str] = ..., attached: _Optional[int] = ..., commands_used: _Optional[int] = ..., command_limit: _Optional[int] = ..., windows: _Optional[int] = ..., idle_left_s: _Optional[float] = ..., idle_timeout_s: _Optional[float] = ..., waited_s: _Optional[float] = ...) -> None: ...
 
 class DynamicReply(_message.Message):
-    __slots__ = ("seq", "action", "ok", "message", "processes", "window_id", "ended", "commands_left")
+    __slots__ = ("seq", "action", "ok", "message", "processes", "window_id", "ended", "commands_left", "parts")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
@@ -722,6 +795,7 @@ class DynamicReply(_message.Message):
     WINDOW_ID_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     action: DynamicAction
     ok: bool
@@ -730,7 +804,8 @@ class DynamicReply(_message.Message):
     window_id: str
     ended: bool
     commands_left: int
-    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: _Optional[bool] = ..., commands_left: _Optional[int] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[SessionPart]
+    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: _Optional[bool] = ..., commands_left: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[SessionPart, _Mapping]]] = ...) -> None: ...
 
 class ListIncidentsRequest(_message.Message):
     __slots__ = ("job_id", "limit")

@@ -15,7 +15,7 @@ from dynoproto import dynolog_pb2 as pb
 from msmonitor_plugin.monitor.report import KindStat, NameStat, Report
 from msmonitor_plugin.vocabulary import Reason, TracePhase
 
-from ..dynamic_session import SessionAction, SessionReply, SessionStep
+from ..dynamic_session import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 from ..fetch import Piece
 from ..incidents.incident import Incident
 from ..kinds.dynamic import AttachCommand
@@ -241,18 +241,38 @@ def file_chunk(piece: Piece, host: str) -> pb.FileChunk:
 
 
 def session_reply(reply: SessionReply) -> pb.DynamicReply:
-    message = pb.DynamicReply(
+    return pb.DynamicReply(
         seq=reply.seq,
         action=cast(pb.DynamicAction, reply.action.value),
         ok=reply.ok,
-        message="\n".join(reply.lines),
+        processes=[_session_process(p) for p in reply.processes],
         window_id=reply.window_id,
         ended=reply.ended,
         commands_left=reply.commands_left,
+        parts=[_session_part(part) for part in reply.parts],
     )
-    for p in reply.processes:
-        process = message.processes.add(pid=p.pid, host_pid=p.host_pid, rank=p.rank, ok=p.ok, detail=p.detail)
-        if p.window is not None:
-            process.window.CopyFrom(trace_process(p.window))
-            process.size_bytes = p.window.size_bytes
-    return message
+
+
+def _session_part(part: SessionPart) -> pb.SessionPart:
+    fields = {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+    fields["news"] = cast(pb.SessionNews, part.news.value)
+    fields["processes"] = [_session_process(p) for p in part.processes]
+    return pb.SessionPart(**fields)
+
+
+def _session_process(p: SessionProcess) -> pb.DynamicProcess:
+    process = pb.DynamicProcess(
+        pid=p.pid,
+        host_pid=p.host_pid,
+        rank=p.rank,
+        ok=p.ok,
+        detail=p.detail,
+        step=p.step,
+        backend=p.backend,
+        new_warnings=p.new_warnings,
+        collecting_s=p.collecting_s,
+    )
+    if p.window is not None:
+        process.window.CopyFrom(trace_process(p.window))
+        process.size_bytes = p.window.size_bytes
+    return process

@@ -1,0 +1,160 @@
+"""A ``dyno dynamic`` session's answers in words: the daemon sends what happened (``SessionPart``s with
+their facts), and this module words each part, as ``dyno trace`` words a trace. A reply without parts
+(a daemon from before the parts) is shown as the text it carries."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from dynoproto import dynolog_pb2 as pb
+
+from .trace_progress import phase_name
+
+
+def text(reply: pb.DynamicReply) -> str:
+    """The whole reply, one line each thing it says."""
+    if not reply.parts:
+        return reply.message
+    return "\n".join(line for part in reply.parts for line in _WORDS.get(part.news, _unknown)(part, reply))
+
+
+def _attached(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    n = part.attached
+    header = (
+        f"attached to {n} process{'es' if n > 1 else ''}; windows go under {part.output} on {part.hostname}; "
+        "type help for the commands"
+    )
+    return [header, *(_attach_line(p) for p in part.processes)]
+
+
+def _attach_line(p: pb.DynamicProcess) -> str:
+    return (
+        f"{_who(p)}: attached at step {p.step} ({p.backend})"
+        if p.ok
+        else f"{_who(p)}: not attached: {p.detail}"
+    )
+
+
+def _refused(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    first = part.refusal or f"{part.label}: no process took it"
+    if reply.action == pb.DYNAMIC_ACTION_ATTACH:
+        return [first, *(_attach_line(p) for p in part.processes)]
+    return [first, *(f"{_who(p)}: not started: {p.detail}" for p in part.processes)]
+
+
+def _started(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    return [line for p in part.processes for line in _start_lines(p)]
+
+
+def _start_lines(p: pb.DynamicProcess) -> List[str]:
+    w = p.window
+    if w.phase == pb.TRACE_PHASE_FAILED:
+        return [f"{_who(p)}: not started: {w.error}"]
+    if w.phase == pb.TRACE_PHASE_RUNNING:
+        when = f"at step {w.start_step}" if w.start_step > 0 else "at once (it counts no steps)"
+        line = f"{_who(p)}: started {when}"
+    elif w.phase == pb.TRACE_PHASE_READY:
+        line = f"{_who(p)}: starts at step {w.start_step}, its next step boundary"
+    else:
+        line = f"{_who(p)}: start sent, not yet taken ({phase_name(w.phase)})"
+    return [line, *(f"  warning: {warning}" for warning in w.warnings)]
+
+
+def _stopped(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    lines: List[str] = []
+    for p in part.processes:
+        w = p.window
+        if w.phase == pb.TRACE_PHASE_FINISHED:
+            lines += [f"{_who(p)}: {_written(p)}", *(f"  warning: {warning}" for warning in p.new_warnings)]
+        elif w.phase == pb.TRACE_PHASE_FAILED:
+            lines.append(f"{_who(p)}: failed: {w.error}")
+        else:
+            follow = f"`dyno trace {part.window_id}` follows it"
+            lines.append(f"{_who(p)}: still writing after {part.waited_s:g} s; {follow}")
+    return lines
+
+
+def _status(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    n, windows = part.attached, part.windows
+    held = (
+        f"attached to {n} process{'es' if n != 1 else ''}; {part.commands_used} of {part.command_limit} "
+        "start/stop commands used"
+    )
+    if part.processes:  # a window is collecting
+        return [held, *(_collecting(p, part.output) for p in part.processes)]
+    idle = (
+        f"idle: {windows} window{'s' if windows != 1 else ''} so far; the session ends after "
+        f"{part.idle_left_s:.0f} s more without collecting"
+    )
+    return [held, idle]
+
+
+def _collecting(p: pb.DynamicProcess, output: str) -> str:
+    w = p.window
+    if w.phase == pb.TRACE_PHASE_READY:
+        return f"{_who(p)}: starts at step {w.start_step}, its next step boundary"
+    if w.phase != pb.TRACE_PHASE_RUNNING:
+        return f"{_who(p)}: {phase_name(w.phase)}"
+    steps = ""
+    if w.start_step > 0:  # the step the daemon knows is the last heartbeat's: only what it knows for sure
+        steps = f", steps {w.start_step}-{p.step}" if p.step > w.start_step else f", from step {w.start_step}"
+    return f"{_who(p)}: collecting for {p.collecting_s:.1f} s{steps}, output {output}"
+
+
+def _gone(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    p = part.processes[0]
+    lines = [f"{_who(p)} {part.why} at step {p.step}"]
+    w = p.window
+    if p.HasField("window") and w.phase == pb.TRACE_PHASE_FINISHED and w.start_step >= 0:
+        lines.append(f"  its window was closed: {_written(p)}")
+    elif p.HasField("window") and w.phase == pb.TRACE_PHASE_FAILED:
+        lines.append(f"  its window: {w.error}")
+    return lines
+
+
+def _who(p: pb.DynamicProcess) -> str:
+    pid = f"pid {p.pid}" if p.pid == p.host_pid else f"pid {p.pid} (host pid {p.host_pid})"
+    return f"{pid} (rank {p.rank})" if p.rank >= 0 else pid
+
+
+def _written(p: pb.DynamicProcess) -> str:
+    w = p.window
+    steps = f", steps {w.start_step}-{w.stop_step - 1}" if w.start_step > 0 else ""
+    n = len(w.files)
+    return f"{w.output.rstrip('/')}/  ({n} file{'s' if n != 1 else ''}, {_size(p.size_bytes)}){steps}"
+
+
+def _size(n: int) -> str:
+    """Decimal units, as ``du --si`` and ``ls -lh --si`` show them."""
+    if n < 1000:
+        return f"{n} B"
+    exponent = min(3, (len(str(n)) - 1) // 3)
+    return f"{n / 1000**exponent:.1f} {' kMG'[exponent]}B"
+
+
+def _unknown(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+    return [f"(news this dyno does not know: {part.news})"]  # a newer daemon's
+
+
+Words = Callable[[pb.SessionPart, pb.DynamicReply], List[str]]
+_WORDS: Dict[int, Words] = {
+    pb.SESSION_NEWS_ATTACHED: _attached,
+    pb.SESSION_NEWS_REFUSED: _refused,
+    pb.SESSION_NEWS_ALREADY_ATTACHED: lambda part, reply: ["already attached: start, stop, status or quit"],
+    pb.SESSION_NEWS_ALREADY_STARTED: lambda part, reply: [f"already started (window {part.window_id})"],
+    pb.SESSION_NEWS_STARTED: _started,
+    pb.SESSION_NEWS_NOT_STARTED: lambda part, reply: ["not started"],
+    pb.SESSION_NEWS_STOPPED: _stopped,
+    pb.SESSION_NEWS_STATUS: _status,
+    pb.SESSION_NEWS_QUIT: lambda part, reply: [f"{part.why}: the job keeps running; attach again any time"],
+    pb.SESSION_NEWS_IDLE_TIMEOUT: lambda part, reply: [
+        f"no collection for {part.idle_timeout_s:g} s (--idle-timeout): the session ended; "
+        "the job keeps running, attach again any time"
+    ],
+    pb.SESSION_NEWS_COMMAND_LIMIT: lambda part, reply: [
+        f"this session used its {part.command_limit} start/stop commands (--command-limit): it ended; "
+        "attach again to go on"
+    ],
+    pb.SESSION_NEWS_PROCESS_GONE: _gone,
+    pb.SESSION_NEWS_TASK_ENDED: lambda part, reply: ["the task ended: every attached process has exited"],
+}
