@@ -32,11 +32,12 @@ from msmonitor_plugin.vocabulary import (
 )
 
 from . import targeting
-from .kinds.dynamic import AttachCommand, Hold, SessionRequest
+from .delivery import Delivery
+from .kinds.dynamic import AttachCommand, DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
 from .model import CommandResult
-from .node import Node
-from .registry import ProcessRecord
-from .traces import ProcessTrace, Trace
+from .pipeline import CommandPipeline
+from .registry import ProcessRecord, Registry
+from .traces import ProcessTrace, Trace, TraceStore
 
 
 class SessionAction(enum.Enum):
@@ -143,6 +144,23 @@ class SessionReply:
     commands_left: int = 0
 
 
+@dataclass(frozen=True)
+class SessionDeps:
+    """What a session works with, and nothing else of the node: the pipeline and the two dynamic
+    policies it runs, the records it selects and the trace store it follows, the holds it releases, the
+    delivery of a window's stop, and the news of a process that left."""
+
+    pipeline: CommandPipeline
+    attach: DynamicAttach
+    window: DynamicWindow
+    registry: Registry
+    traces: TraceStore
+    holds: Holds
+    delivery: Delivery
+    gone_listeners: List[Callable[[ProcessRecord, str], None]]
+    hostname: str
+
+
 NO_FRAMEWORK = "python"  # the backend of a process that has imported no framework yet
 START_WAIT_S = 5.0  # a start answers when every process started, else says at which step it will
 STOP_WAIT_S = 60.0  # as long as msprof's client waits for a stop to be flushed
@@ -167,8 +185,8 @@ Item = Union[SessionStep, Gone, _Idle, None]  # None: the client closed its side
 
 
 class DynamicSession:
-    def __init__(self, node: Node, attach: AttachCommand, holder: str, client: str) -> None:
-        self._node = node
+    def __init__(self, deps: SessionDeps, attach: AttachCommand, holder: str, client: str) -> None:
+        self._deps = deps
         self._attach = attach
         self._request = SessionRequest(attach, Hold(next(_session_ids), holder, client))
         self._idle_timeout_s = attach.idle_timeout_s or DEFAULT_DYNAMIC_IDLE_TIMEOUT_S
@@ -184,7 +202,7 @@ class DynamicSession:
     async def run(self, seq: int, requests: AsyncIterator[SessionStep]) -> AsyncIterator[SessionReply]:
         """Answer the attach (*seq*), then every request and every piece of news, until it ends."""
         reader = asyncio.ensure_future(self._read(requests))
-        self._node.gone_listeners.append(self._gone)
+        self._deps.gone_listeners.append(self._gone)
         try:
             reply = await self._attach_processes(seq)
             yield reply
@@ -193,7 +211,7 @@ class DynamicSession:
                 yield reply
         finally:
             reader.cancel()
-            self._node.gone_listeners.remove(self._gone)
+            self._deps.gone_listeners.remove(self._gone)
             self._end()
 
     # --- the stream ---------------------------------------------------------------------------------
@@ -242,7 +260,7 @@ class DynamicSession:
 
     async def _attach_processes(self, seq: int) -> SessionReply:
         await self._await_registration()
-        result = await self._node.pipeline.run(self._node.dynamic_attach, self._request)
+        result = await self._deps.pipeline.run(self._deps.attach, self._request)
         self._pids = {o.record.host_pid for o in result.taken}
         processes = [SessionProcess.of_record(o.record, o.triggered, o.detail) for o in result.outcomes]
         if not result.effective:
@@ -252,7 +270,7 @@ class DynamicSession:
                 News.ATTACHED,
                 processes,
                 output=self._attach.output,
-                hostname=self._node.nputrace.hostname,
+                hostname=self._deps.hostname,
                 attached=len(self._pids),
             )
             reply = self._reply(seq, _A.ATTACH, True, [attached])
@@ -262,7 +280,7 @@ class DynamicSession:
     async def _await_registration(self) -> None:
         """Launch mode: the job was just started; wait for a process under its pid to register and to
         import its framework (the plugin registers at interpreter start, before there is a profiler)."""
-        registry, targets = self._node.registry, self._attach.targets
+        registry, targets = self._deps.registry, self._attach.targets
         await registry.changed.until(
             lambda: any(r.backend != NO_FRAMEWORK for r in targeting.select(registry, targets)),
             self._attach.wait_registration_s,
@@ -273,12 +291,12 @@ class DynamicSession:
             assert self._window is not None
             part = SessionPart(News.ALREADY_STARTED, window_id=self._window.trace_id)
             return self._reply(seq, _A.START, False, [part])
-        result = await self._node.pipeline.run(self._node.dynamic_window, self._request)
+        result = await self._deps.pipeline.run(self._deps.window, self._request)
         if not result.effective:
             processes = [SessionProcess.of_record(o.record, False, o.detail) for o in result.outcomes]
             return self._reply(seq, _A.START, False, [_refused(result, processes)])
         self._pids |= {o.record.host_pid for o in result.taken}
-        window = self._window = self._node.traces.get(result.trace_id)
+        window = self._window = self._deps.traces.get(result.trace_id)
         assert window is not None
         self._windows += 1
         await _until(window, lambda p: p.phase in (TracePhase.RUNNING, *_FINAL), START_WAIT_S)
@@ -364,7 +382,7 @@ class DynamicSession:
     def _collecting_process(self, p: ProcessTrace) -> SessionProcess:
         """A process of the window being collected, with how long it has recorded and the step the
         daemon last heard of (its last heartbeat's: only what is known for sure)."""
-        record = self._node.registry.get(p.host_pid)
+        record = self._deps.registry.get(p.host_pid)
         since = next((at for phase, at in p.history if phase is TracePhase.RUNNING), p.updated_at)
         return SessionProcess.of_window(
             p, step=record.current_step if record is not None else 0, collecting_s=time.time() - since
@@ -393,18 +411,18 @@ class DynamicSession:
 
     def _end(self) -> None:
         """Free the processes; a window still collecting is stopped (its files are kept)."""
-        self._node.holds.release(self._request.hold.session)
+        self._deps.holds.release(self._request.hold.session)
         window = self._window
         if window is not None and not window.done:
             self._push_stop(window)
 
     def _push_stop(self, window: Trace) -> None:
         """The window's stop, to each of its processes still collecting."""
-        stop = self._node.dynamic_window.stop_text()
+        stop = self._deps.window.stop_text()
         for process in window.processes.values():
-            record = self._node.registry.get(process.host_pid)
+            record = self._deps.registry.get(process.host_pid)
             if record is not None and not process.phase.final:
-                self._node.delivery.push(record, CommandKind.DYNAMIC, window.trace_id, stop, final_only=True)
+                self._deps.delivery.push(record, CommandKind.DYNAMIC, window.trace_id, stop, final_only=True)
 
 
 _FINAL = (TracePhase.FINISHED, TracePhase.FAILED)

@@ -10,6 +10,7 @@ from .clients.msmonitor import MsMonitorClient
 from .clients.plugin import PluginClient
 from .delivery import Delivery
 from .drops import Drops
+from .dynamic_session import SessionDeps
 from .incidents import IncidentSettings, IncidentWatch
 from .kinds import command_policies
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
@@ -80,6 +81,20 @@ class Node:
             dynamic_window=DynamicWindow(traces, delivery, holds),
             incidents=watch,
             gone_listeners=[watch.gone],
+        )
+
+    def session_deps(self) -> SessionDeps:
+        """What a ``dyno dynamic`` session works with."""
+        return SessionDeps(
+            self.pipeline,
+            self.dynamic_attach,
+            self.dynamic_window,
+            self.registry,
+            self.traces,
+            self.holds,
+            self.delivery,
+            self.gone_listeners,
+            self.nputrace.hostname,
         )
 
     def process_gone(self, record: ProcessRecord, why: str) -> None:

@@ -181,7 +181,7 @@ class DynologService(pb_grpc.DynologServicer):
             context, validate.dynamic_attach(first.attach), first.attach.output, "--output"
         )
         attach = convert.attach(first.attach)
-        session = DynamicSession(node, attach, *_controller(context, attach.client))
+        session = DynamicSession(node.session_deps(), attach, *_controller(context, attach.client))
         async for reply in session.run(first.seq, _steps(requests)):
             yield convert.session_reply(reply)
 
