@@ -5,17 +5,26 @@ turns it into the CLI flag for messages, from the table dyno declares its flags 
 (``msmonitor_plugin.vocabulary.FLAG_NAMES``).
 Values end up in ``KEY=VALUE`` config text that torch_npu splits on ``=`` and newlines, so no value
 may contain either.
+
+A rule reads a request by its field names only, so the daemon applies it to its own model of the
+request (the same names, whichever wire it came by): proto presence and a model's ``None`` both
+mean "not given" (:func:`_given`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, List
+from typing import Any, Callable, Iterable, List
+
+from google.protobuf.message import Message
 
 from msmonitor_plugin.vocabulary import DEFAULT_TOP_N, FLAG_NAMES, MAX_TOP_N
 
 from . import dynolog_pb2 as pb
+
+# A request message, or the daemon's model of it: the rules read the fields both have.
+Request = Any
 
 ACTIVITIES = ("CPU", "NPU")
 PROFILER_LEVELS = ("Level_none", "Level0", "Level1", "Level2")
@@ -51,7 +60,7 @@ def flag_name(field: str) -> str:
     return FLAG_NAMES.get(field, "--" + field.rpartition(".")[2].replace("_", "-"))
 
 
-def npu_trace(request: pb.NpuTraceRequest) -> List[FieldError]:
+def npu_trace(request: Request) -> List[FieldError]:
     errors = targets(request.targets) + output_path("log_file", request.log_file)
     if request.start_step < -1:
         errors.append(
@@ -67,7 +76,7 @@ def npu_trace(request: pb.NpuTraceRequest) -> List[FieldError]:
     errors += _choices("host_sys", request.host_sys, HOST_SYS)
     if request.async_mode and not request.analyse:
         errors.append(FieldError("async_mode", "needs --analyse (it runs the analysis in a subprocess)"))
-    if request.HasField("gc_detect_threshold") and not request.gc_detect_threshold >= 0:
+    if _given(request, "gc_detect_threshold") and not request.gc_detect_threshold >= 0:
         errors.append(
             FieldError("gc_detect_threshold", f"must be >= 0 ms, got {request.gc_detect_threshold}")
         )
@@ -76,7 +85,7 @@ def npu_trace(request: pb.NpuTraceRequest) -> List[FieldError]:
     return errors
 
 
-def gpu_trace(request: pb.GpuTraceRequest) -> List[FieldError]:
+def gpu_trace(request: Request) -> List[FieldError]:
     errors = targets(request.targets) + output_path("log_file", request.log_file)
     if request.iterations < 0:
         errors.append(
@@ -109,7 +118,7 @@ MONITOR_KINDS = (
 MONITOR_EXPORT_TYPES = ("DB", "Jsonl")
 
 
-def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
+def npu_monitor(request: Request) -> List[FieldError]:
     errors = targets(request.targets)
     if request.start and request.stop:
         errors.append(FieldError("start", f"and {flag_name('stop')} exclude each other"))
@@ -143,7 +152,7 @@ def npu_monitor(request: pb.NpuMonitorRequest) -> List[FieldError]:
                 "top_n", f"must be in 0..{MAX_TOP_N} (0: the default {DEFAULT_TOP_N}), got {request.top_n}"
             )
         )
-    if request.HasField("auto_trace"):
+    if _given(request, "auto_trace"):
         errors += auto_trace(request)
     return errors
 
@@ -156,7 +165,7 @@ AUTO_TRACE_RANGES = (
 )
 
 
-def auto_trace(request: pb.NpuMonitorRequest) -> List[FieldError]:
+def auto_trace(request: Request) -> List[FieldError]:
     """``--auto-trace``: with a start only; each key in its range, named as the user types it."""
     a = request.auto_trace
     errors = []
@@ -197,6 +206,12 @@ def dynamic_attach(attach: pb.DynamicAttach) -> List[FieldError]:
     return errors
 
 
+def _given(request: Request, name: str) -> bool:
+    if isinstance(request, Message):
+        return bool(request.HasField(name))
+    return getattr(request, name) is not None
+
+
 def _int_text(field: str, text: str, ok: Callable[[int], bool], expected: str) -> List[FieldError]:
     if not text:
         return []
@@ -208,7 +223,7 @@ def _int_text(field: str, text: str, ok: Callable[[int], bool], expected: str) -
     return [FieldError(field, f"must be {expected}, got {text!r}")]
 
 
-def targets(t: pb.Targets) -> List[FieldError]:
+def targets(t: Request) -> List[FieldError]:
     errors = []
     if t.job_id < 0:
         errors.append(FieldError("targets.job_id", f"must be >= 0, got {t.job_id}"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple, Type
@@ -17,13 +16,12 @@ from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from .. import __version__, auth, fetch, targeting
+from .. import __version__, admission, auth, fetch, targeting
 from ..dispatch import IpcDispatcher
 from ..dynamic_session import DynamicSession, SessionStep
 from ..kinds import command_policies
 from ..kinds.dynamic import Controller, Holds
 from ..node import Node
-from ..paths import check_output_path
 from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
 from ..traces import Trace, TraceSlot
@@ -52,13 +50,12 @@ class DynologService(pb_grpc.DynologServicer):
         pb_grpc.add_DynologServicer_to_server(self, server)
 
     def _command_rpc(self, policy: Type[Policy[Any]]) -> CommandRpc:
-        """The RPC of a command kind: validated (by the dynoproto rule of the RPC's name), its output
-        folder checked, converted to the kind's model, then through the pipeline."""
-        check: Callable[[Message], List[validate.FieldError]] = getattr(validate, _snake(policy.rpc))
+        """The RPC of a command kind: converted to the kind's model, admitted (:mod:`..admission`), then
+        through the pipeline."""
 
         async def rpc(request: Message, context: grpc.aio.ServicerContext) -> pb.CommandResponse:
-            node = await self._accept(context, check(request), getattr(request, policy.output_field))
             command: Any = convert.command(policy.command, request)
+            node = await self._accept(context, admission.refusals(policy, command, self._trace_roots))
             return convert.command_response(await node.pipeline.run(node.commands[policy.rpc], command))
 
         return rpc
@@ -177,9 +174,9 @@ class DynologService(pb_grpc.DynologServicer):
         if first is None or first.action != pb.DYNAMIC_ACTION_ATTACH:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a dynamic session begins with an attach")
         assert first is not None
-        node = await self._accept(
-            context, validate.dynamic_attach(first.attach), first.attach.output, "--output"
-        )
+        errors = [str(e) for e in validate.dynamic_attach(first.attach)]
+        output = admission.outside_roots(first.attach.output, self._trace_roots, "--output")
+        node = await self._accept(context, errors + output)
         attach = convert.attach(first.attach)
         session = DynamicSession(node.session_deps(), attach, *_controller(context, attach.client))
         async for reply in session.run(first.seq, _steps(requests)):
@@ -202,20 +199,10 @@ class DynologService(pb_grpc.DynologServicer):
         assert incident is not None
         return convert.incident_info(incident)
 
-    async def _accept(
-        self,
-        context: grpc.aio.ServicerContext,
-        errors: List[validate.FieldError],
-        log_file: str,
-        flag: str = "--log-file",
-    ) -> Node:
-        """Validate again what the CLI validated (other clients exist); commands need the IPC."""
-        messages = [str(e) for e in errors]
-        outside = check_output_path(log_file, self._trace_roots, flag) if log_file else None
-        if outside:
-            messages.append(outside)
-        if messages:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(messages))
+    async def _accept(self, context: grpc.aio.ServicerContext, refusals: List[str]) -> Node:
+        """Refuse what admission refused; commands need the IPC."""
+        if refusals:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(refusals))
         return await self._require_ipc(context)
 
     async def _require_ipc(self, context: grpc.aio.ServicerContext) -> Node:
@@ -236,11 +223,6 @@ class DynologService(pb_grpc.DynologServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
         assert trace is not None
         return node, trace
-
-
-def _snake(name: str) -> str:
-    """NpuTrace -> npu_trace."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _held_by(holds: Optional[Holds], host_pid: int) -> str:
