@@ -18,6 +18,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Type, TypeVar
 from msmonitor_plugin.vocabulary import Reason
 
 from .registry import ProcessRecord
+from .traces import TraceSlot
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,31 @@ class CommandResult:
         self.trace_id = ""
         why = next(o.detail for o in self.outcomes if o.reason is self.reason)
         self.message = f"no matched process can take {self.label}: {why}"
+
+
+@dataclass(frozen=True)
+class MsMonitorStatus:
+    """msMonitor's getStatus over this node's processes (msMonitor had one global slot): a state is
+    Running if any process runs it, else Ready, else Idle, else Uninitialized."""
+
+    nputrace: str
+    npumonitor: str
+    current_step: int
+    start_step: int  # of the trace that is Running or Ready; -1 otherwise
+    stop_step: int
+
+    @classmethod
+    def of(cls, records: List[ProcessRecord], slots: List[TraceSlot]) -> MsMonitorStatus:
+        tracing = [slot for slot in slots if slot.state.busy]
+        start, stop = (tracing[0].start_step, tracing[0].stop_step) if tracing else (-1, -1)
+        return cls(
+            nputrace=_summary([slot.state.value for slot in slots]),
+            npumonitor=_summary([r.monitor_state.value for r in records]),
+            current_step=max((r.current_step for r in records), default=0),
+            start_step=start,
+            stop_step=stop,
+        )
+
+
+def _summary(states: List[str]) -> str:
+    return next((s for s in ("running", "ready", "idle") if s in states), "uninitialized").title()

@@ -24,6 +24,7 @@ from msmonitor_plugin.vocabulary import (
 
 from . import targeting
 from .delivery import Delivery
+from .keyed import FieldKeys
 from .model import CommandResult, Outcome, Targets
 from .registry import ClientKind, ProcessRecord, Registry
 from .traces import TraceStore
@@ -52,6 +53,9 @@ class Policy(abc.ABC, Generic[Request]):
     rpc: ClassVar[str] = ""
     command: ClassVar[type]
     output_field: ClassVar[str] = "log_file"
+    # The command's fields as its config-text keys: how it is written, and read back from a client that
+    # writes the text itself (the legacy wire). None: the kind has no config text of msMonitor's.
+    fields: ClassVar[Optional[FieldKeys]] = None
 
     @classmethod
     def for_node(cls, traces: TraceStore, delivery: Delivery) -> Policy[Any]:
@@ -68,6 +72,11 @@ class Policy(abc.ABC, Generic[Request]):
     def explain(self, reason: Reason, record: ProcessRecord) -> str:
         """Why *record* did not take it, in words: the reason's own, unless the kind knows more."""
         return reason.value
+
+    def from_text(self, text: str, targets: Targets) -> Request:
+        """The command a client sent as config text; ConfigTextError names a bad value."""
+        assert self.fields is not None, f"{self.kind.value} has no config text"
+        return self.fields.command(self.command, text, targets)
 
     @abc.abstractmethod
     async def deliver(self, request: Request, result: CommandResult) -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from dynolog.dispatch import IpcDispatcher
 from dynolog.ipc import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndpoint, Sender
 from dynolog.metrics import Watched
-from dynolog.model import Targets
+from dynolog.model import MsMonitorStatus, Targets
 from dynolog.node import Node
 from dynolog.registry import ClientKind, Registry
 from dynolog.rpc import convert
@@ -96,7 +96,7 @@ def test_every_datagram_ends_in_one_counter_and_what_is_kept_can_be_served(
         slots = [node.traces.slot_of(record) for record in records]
         for record, slot in zip(records, slots):
             convert.process_info(record, slot, "")
-        convert.msmonitor_status(records, slots)
+        convert.msmonitor_status(MsMonitorStatus.of(records, slots))
         for trace_id in trace_ids:
             trace = node.traces.get(trace_id)
             if trace is not None:

@@ -9,6 +9,7 @@ from msmonitor_plugin.kinds import gputrace as gputrace_keys
 from msmonitor_plugin.kinds.gputrace import kineto_output_file
 from msmonitor_plugin.vocabulary import DEFAULT_START_ITERATION_ROUNDUP, CommandKind
 
+from ..keyed import FieldKeys
 from ..model import Targets
 from ..registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
@@ -31,11 +32,30 @@ class GpuTraceCommand:
     with_modules: bool = False
 
 
+# The command's fields as dynolog's keys (time-based keys left out of an iteration trace and back).
+FIELDS = FieldKeys(
+    gputrace_keys.KEYS,
+    (
+        ("log_file", "ACTIVITIES_LOG_FILE"),
+        ("profile_start_time_ms", "PROFILE_START_TIME"),
+        ("duration_ms", "ACTIVITIES_DURATION_MSECS"),
+        ("profile_start_iteration_roundup", "PROFILE_START_ITERATION_ROUNDUP"),
+        ("iterations", "ACTIVITIES_ITERATIONS"),
+        ("record_shapes", "PROFILE_REPORT_INPUT_SHAPES"),
+        ("profile_memory", "PROFILE_PROFILE_MEMORY"),
+        ("with_stack", "PROFILE_WITH_STACK"),
+        ("with_flops", "PROFILE_WITH_FLOPS"),
+        ("with_modules", "PROFILE_WITH_MODULES"),
+    ),
+)
+
+
 class GpuTrace(TracePolicy[GpuTraceCommand]):
     kind = CommandKind.GPUTRACE
     pulled_by = ClientKind.KINETO  # stock PyTorch runs dynolog's gputrace
     rpc = "GpuTrace"
     command = GpuTraceCommand
+    fields = FIELDS
 
     def label(self, request: GpuTraceCommand) -> str:
         return "gputrace"
@@ -45,35 +65,17 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
 
     def text(self, request: GpuTraceCommand) -> str:
         r = request
-        values = (
-            {
-                "PROFILE_START_ITERATION": 0,
-                "PROFILE_START_ITERATION_ROUNDUP": (
-                    r.profile_start_iteration_roundup or DEFAULT_START_ITERATION_ROUNDUP
-                ),
-                "ACTIVITIES_ITERATIONS": r.iterations,
-            }
-            if r.iterations > 0
-            else {"PROFILE_START_TIME": r.profile_start_time_ms, "ACTIVITIES_DURATION_MSECS": r.duration_ms}
-        )
-        memory = (
-            {
-                "PROFILE_PROFILE_MEMORY": True,
-                "PROFILE_MEMORY": True,
-                "PROFILE_MEMORY_DURATION_MSECS": r.duration_ms,
-            }
-            if r.profile_memory
-            else {}
-        )
-        return configtext.render(
-            gputrace_keys.KEYS,
-            {
-                "ACTIVITIES_LOG_FILE": r.log_file,
-                **values,
-                "PROFILE_REPORT_INPUT_SHAPES": r.record_shapes,
-                **memory,
-                "PROFILE_WITH_STACK": r.with_stack,
-                "PROFILE_WITH_FLOPS": r.with_flops,
-                "PROFILE_WITH_MODULES": r.with_modules,
-            },
-        )
+        values = FIELDS.values(r)
+        if r.iterations > 0:
+            values["PROFILE_START_ITERATION"] = 0
+            values["PROFILE_START_ITERATION_ROUNDUP"] = (
+                r.profile_start_iteration_roundup or DEFAULT_START_ITERATION_ROUNDUP
+            )
+            unused = ["PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS"]
+        else:
+            unused = ["PROFILE_START_ITERATION_ROUNDUP", "ACTIVITIES_ITERATIONS"]
+        if r.profile_memory:  # Kineto's memory profile: all three keys, as dynolog's dyno writes them
+            values.update(PROFILE_MEMORY=True, PROFILE_MEMORY_DURATION_MSECS=r.duration_ms)
+        else:
+            unused.append("PROFILE_PROFILE_MEMORY")
+        return configtext.render(gputrace_keys.KEYS, {k: v for k, v in values.items() if k not in unused})

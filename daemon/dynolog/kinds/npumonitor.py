@@ -28,6 +28,7 @@ from msmonitor_plugin.vocabulary import (
 
 from ..changed import Changed
 from ..delivery import Delivery
+from ..keyed import FieldKeys
 from ..model import CommandResult, Outcome, Targets, from_fields
 from ..pipeline import Policy
 from ..registry import ProcessRecord
@@ -76,10 +77,30 @@ class NpuMonitorCommand:
         return from_fields(cls, d)
 
 
+# The command's fields as msMonitor's keys (--auto-trace is the daemon's own: it has none).
+FIELDS = FieldKeys(
+    npumonitor_keys.KEYS,
+    (
+        ("start", "NPU_MONITOR_START"),
+        ("stop", "NPU_MONITOR_STOP"),
+        ("report_interval_s", "REPORT_INTERVAL_S"),
+        ("duration_s", "DURATION"),
+        ("activity_kinds", "MSPTI_ACTIVITY_KIND"),
+        ("log_file", "NPU_MONITOR_LOG_FILE"),
+        ("export_type", "NPU_MONITOR_EXPORT_TYPE"),
+        ("jsonl_rotate_log_lines", "JSONL_ROTATE_LOG_LINES"),
+        ("jsonl_rotate_log_files", "JSONL_ROTATE_LOG_FILES"),
+        ("filter", "NPU_MONITOR_FILTER"),
+        ("top_n", "TOP_N"),
+    ),
+)
+
+
 class NpuMonitor(Policy[NpuMonitorCommand]):
     kind = CommandKind.NPUMONITOR
     rpc = "NpuMonitor"
     command = NpuMonitorCommand
+    fields = FIELDS
 
     def __init__(self, delivery: Delivery) -> None:
         self._delivery = delivery
@@ -97,22 +118,13 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
 
     def text(self, request: NpuMonitorCommand) -> str:
         r = request
-        return configtext.render(
-            npumonitor_keys.KEYS,
-            {
-                "NPU_MONITOR_START": r.start,
-                "NPU_MONITOR_STOP": r.stop,
-                "REPORT_INTERVAL_S": r.report_interval_s,
-                "DURATION": r.duration_s,
-                "MSPTI_ACTIVITY_KIND": list(r.activity_kinds) or split_list(DEFAULT_MONITOR_KINDS),
-                "NPU_MONITOR_LOG_FILE": r.log_file,
-                "NPU_MONITOR_EXPORT_TYPE": r.export_type or DEFAULT_MONITOR_EXPORT,
-                "JSONL_ROTATE_LOG_LINES": r.jsonl_rotate_log_lines,
-                "JSONL_ROTATE_LOG_FILES": r.jsonl_rotate_log_files,
-                "NPU_MONITOR_FILTER": r.filter,
-                "TOP_N": r.top_n or DEFAULT_TOP_N,
-            },
-        )
+        values = {
+            **FIELDS.values(r),
+            "MSPTI_ACTIVITY_KIND": list(r.activity_kinds) or split_list(DEFAULT_MONITOR_KINDS),
+            "NPU_MONITOR_EXPORT_TYPE": r.export_type or DEFAULT_MONITOR_EXPORT,
+            "TOP_N": r.top_n or DEFAULT_TOP_N,
+        }
+        return configtext.render(npumonitor_keys.KEYS, values)
 
     async def deliver(self, request: NpuMonitorCommand, result: CommandResult) -> None:
         command_id = secrets.token_hex(8)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from msmonitor_plugin import configtext
 from msmonitor_plugin.kinds import nputrace as nputrace_keys
@@ -15,6 +16,7 @@ from msmonitor_plugin.vocabulary import (
     Reason,
 )
 
+from ..keyed import FieldKeys
 from ..model import Targets
 from ..registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
@@ -53,11 +55,47 @@ class NpuTraceCommand:
     sys_interconnection: bool = False
 
 
+# The command's fields as msMonitor's keys (time-based keys left out of a step trace and back).
+_STEP_KEYS = ("PROFILE_START_STEP", "ACTIVITIES_ITERATIONS")
+FIELDS = FieldKeys(
+    nputrace_keys.KEYS,
+    (
+        ("log_file", "ACTIVITIES_LOG_FILE"),
+        ("start_step", "PROFILE_START_STEP"),
+        ("iterations", "ACTIVITIES_ITERATIONS"),
+        ("profile_start_time_ms", "PROFILE_START_TIME"),
+        ("duration_ms", "ACTIVITIES_DURATION_MSECS"),
+        ("record_shapes", "PROFILE_RECORD_SHAPES"),
+        ("profile_memory", "PROFILE_PROFILE_MEMORY"),
+        ("with_stack", "PROFILE_WITH_STACK"),
+        ("with_flops", "PROFILE_WITH_FLOPS"),
+        ("with_modules", "PROFILE_WITH_MODULES"),
+        ("activities", "PROFILE_ACTIVITIES"),
+        ("analyse", "PROFILE_ANALYSE"),
+        ("async_mode", "PROFILE_ASYNC_MODE"),
+        ("profiler_level", "PROFILE_PROFILER_LEVEL"),
+        ("aic_metrics", "PROFILE_AIC_METRICS"),
+        ("l2_cache", "PROFILE_L2_CACHE"),
+        ("op_attr", "PROFILE_OP_ATTR"),
+        ("msprof_tx", "PROFILE_MSPROF_TX"),
+        ("gc_detect_threshold", "PROFILE_GC_DETECT_THRESHOLD"),
+        ("data_simplification", "PROFILE_DATA_SIMPLIFICATION"),
+        ("export_type", "PROFILE_EXPORT_TYPE"),
+        ("host_sys", "PROFILE_HOST_SYS"),
+        ("sys_io", "PROFILE_SYS_IO"),
+        ("sys_interconnection", "PROFILE_SYS_INTERCONNECTION"),
+        ("mstx_domain_include", "PROFILE_MSTX_DOMAIN_INCLUDE"),
+        ("mstx_domain_exclude", "PROFILE_MSTX_DOMAIN_EXCLUDE"),
+    ),
+)
+
+
 class NpuTrace(TracePolicy[NpuTraceCommand]):
     kind = CommandKind.NPUTRACE
     pulled_by = ClientKind.MSMONITOR  # torch_npu and MindSpore trace with their own profiler
     rpc = "NpuTrace"
     command = NpuTraceCommand
+    fields = FIELDS
 
     def label(self, request: NpuTraceCommand) -> str:
         return "nputrace"
@@ -87,45 +125,44 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
 
     def text(self, request: NpuTraceCommand) -> str:
         r = request
-        when = (
-            {
-                "PROFILE_START_ITERATION": 0,
-                "PROFILE_START_STEP": r.start_step,
-                "ACTIVITIES_ITERATIONS": r.iterations,
-            }
-            if r.iterations > 0
-            else {"PROFILE_START_TIME": r.profile_start_time_ms, "ACTIVITIES_DURATION_MSECS": r.duration_ms}
+        values = {
+            **FIELDS.values(r),
+            "PROFILE_PROFILER_LEVEL": r.profiler_level or DEFAULT_PROFILER_LEVEL,
+            "PROFILE_AIC_METRICS": r.aic_metrics or DEFAULT_AIC_METRICS,
+            "PROFILE_EXPORT_TYPE": r.export_type or DEFAULT_TRACE_EXPORT,
+            "PROFILE_IS_RANK": bool(r.targets.ranks),
+            "PROFILE_RANK_LIST": list(r.targets.ranks),
+        }
+        unused = ("PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS") if r.iterations > 0 else _STEP_KEYS
+        if r.iterations > 0:
+            values["PROFILE_START_ITERATION"] = 0
+        return configtext.render(nputrace_keys.KEYS, {k: v for k, v in values.items() if k not in unused})
+
+    def from_text(self, text: str, targets: Targets) -> NpuTraceCommand:
+        """msMonitor's dyno names ranks in the text (PROFILE_RANK_LIST, with PROFILE_IS_RANK)."""
+        raw = configtext.read(nputrace_keys.KEYS, configtext.parse(text))
+        ranks = (
+            tuple(_numbers("PROFILE_RANK_LIST", raw["PROFILE_RANK_LIST"])) if raw["PROFILE_IS_RANK"] else ()
         )
-        return configtext.render(
-            nputrace_keys.KEYS,
-            {
-                "ACTIVITIES_LOG_FILE": r.log_file,
-                **when,
-                "PROFILE_RECORD_SHAPES": r.record_shapes,
-                "PROFILE_PROFILE_MEMORY": r.profile_memory,
-                "PROFILE_WITH_STACK": r.with_stack,
-                "PROFILE_WITH_FLOPS": r.with_flops,
-                "PROFILE_WITH_MODULES": r.with_modules,
-                "PROFILE_ACTIVITIES": list(r.activities),
-                "PROFILE_ANALYSE": r.analyse,
-                "PROFILE_ASYNC_MODE": r.async_mode,
-                "PROFILE_PROFILER_LEVEL": r.profiler_level or DEFAULT_PROFILER_LEVEL,
-                "PROFILE_AIC_METRICS": r.aic_metrics or DEFAULT_AIC_METRICS,
-                "PROFILE_L2_CACHE": r.l2_cache,
-                "PROFILE_OP_ATTR": r.op_attr,
-                "PROFILE_MSPROF_TX": r.msprof_tx,
-                "PROFILE_GC_DETECT_THRESHOLD": r.gc_detect_threshold,
-                "PROFILE_DATA_SIMPLIFICATION": r.data_simplification,
-                "PROFILE_EXPORT_TYPE": r.export_type or DEFAULT_TRACE_EXPORT,
-                "PROFILE_HOST_SYS": list(r.host_sys),
-                "PROFILE_SYS_IO": r.sys_io,
-                "PROFILE_SYS_INTERCONNECTION": r.sys_interconnection,
-                "PROFILE_MSTX_DOMAIN_INCLUDE": list(r.mstx_domain_include),
-                "PROFILE_MSTX_DOMAIN_EXCLUDE": list(r.mstx_domain_exclude),
-                "PROFILE_IS_RANK": bool(r.targets.ranks),
-                "PROFILE_RANK_LIST": list(r.targets.ranks),
-            },
+        return FIELDS.command(
+            NpuTraceCommand, text, dataclasses.replace(targets, ranks=tuple(ranks)), _typed_threshold
         )
+
+
+def _typed_threshold(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """The GC threshold travels as optional text (``None`` when unset); the command holds a number."""
+    if "gc_detect_threshold" in fields:
+        fields["gc_detect_threshold"] = _numbers(
+            "PROFILE_GC_DETECT_THRESHOLD", [fields["gc_detect_threshold"]], float
+        )[0]
+    return fields
+
+
+def _numbers(key: str, texts: List[str], kind: Callable[[str], Any] = int) -> List[Any]:
+    try:
+        return [kind(t) for t in texts]
+    except ValueError:
+        raise configtext.ConfigTextError(f"{key}={','.join(texts)} is not a number") from None
 
 
 def _mindspore_takes_it(record: ProcessRecord) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Dict, List, Optional, Type, TypeVar, cast
+from typing import Any, Dict, Optional, Type, TypeVar, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -19,7 +19,7 @@ from ..dynamic_session import SessionAction, SessionPart, SessionProcess, Sessio
 from ..fetch import Piece
 from ..incidents.incident import Incident
 from ..kinds.dynamic import AttachCommand
-from ..model import CommandResult, Targets, from_fields
+from ..model import CommandResult, MsMonitorStatus, Targets, from_fields
 from ..registry import ClientKind, ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceSlot
 
@@ -131,21 +131,8 @@ def command_response(result: CommandResult) -> pb.CommandResponse:
     return response
 
 
-def msmonitor_status(records: List[ProcessRecord], slots: List[TraceSlot]) -> pb.MsMonitorStatus:
-    """msMonitor's getStatus: the most advanced state of any process, in msMonitor's words."""
-
-    def summary(states: List[str]) -> str:
-        return next((s for s in ("running", "ready", "idle") if s in states), "uninitialized").title()
-
-    tracing = [slot for slot in slots if slot.state.busy]
-    start, stop = (tracing[0].start_step, tracing[0].stop_step) if tracing else (-1, -1)
-    return pb.MsMonitorStatus(
-        nputrace=summary([slot.state.value for slot in slots]),
-        npumonitor=summary([r.monitor_state.value for r in records]),
-        current_step=max((r.current_step for r in records), default=0),
-        start_step=start,
-        stop_step=stop,
-    )
+def msmonitor_status(status: MsMonitorStatus) -> pb.MsMonitorStatus:
+    return pb.MsMonitorStatus(**dataclasses.asdict(status))
 
 
 def process_info(record: ProcessRecord, slot: TraceSlot, held_by: str = "") -> pb.ProcessInfo:

@@ -21,6 +21,7 @@ from ..dispatch import IpcDispatcher
 from ..dynamic_session import DynamicSession, SessionStep
 from ..kinds import command_policies
 from ..kinds.dynamic import Controller, Holds
+from ..model import MsMonitorStatus
 from ..node import Node
 from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
@@ -80,7 +81,7 @@ class DynologService(pb_grpc.DynologServicer):
             plugin_processes=sum(ClientKind.PLUGIN in r.clients for r in records),
             kineto_processes=sum(ClientKind.KINETO in r.clients for r in records),
             tls=self._tls,
-            msmonitor=convert.msmonitor_status(records, [slot for _, slot in processes]),
+            msmonitor=convert.msmonitor_status(MsMonitorStatus.of(records, [slot for _, slot in processes])),
         )
         if self._node is not None:
             response.dropped.update(self._node.drops.snapshot())

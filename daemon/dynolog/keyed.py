@@ -1,0 +1,43 @@
+"""A command kind's fields as its config-text keys, declared once: the policy writes a command's text
+by them, and reads back a command from a client that sends the text itself (dynolog's and msMonitor's
+``dyno`` over the legacy JSON RPC)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Tuple, Type, TypeVar
+
+from msmonitor_plugin import configtext
+
+from .model import Targets, from_fields
+
+Command = TypeVar("Command")
+
+
+@dataclass(frozen=True)
+class FieldKeys:
+    table: configtext.Table  # the kind's key table (msmonitor_plugin.kinds.<kind>.KEYS)
+    pairs: Tuple[Tuple[str, str], ...]  # (the command's field, its key)
+
+    def values(self, command: Any) -> Dict[str, Any]:
+        """The command's fields by their keys, for ``configtext.render``."""
+        return {key: getattr(command, name) for name, key in self.pairs}
+
+    def read(self, text: str) -> Dict[str, Any]:
+        """The fields *text* gives, typed by the key table; a key absent, empty or msMonitor's ``None``
+        is not given, so the command's default stands. Raises ConfigTextError naming a bad value."""
+        given = {k: v for k, v in configtext.parse(text).items() if v not in ("", "None")}
+        typed = configtext.read(self.table, given)
+        return {name: typed[key] for name, key in self.pairs if key in given}
+
+    def command(
+        self,
+        model: Type[Command],
+        text: str,
+        targets: Targets,
+        convert: Callable[[Dict[str, Any]], Dict[str, Any]] = lambda fields: fields,
+    ) -> Command:
+        """*text* as the kind's *model*, for *targets*; *convert* adjusts what the table cannot type."""
+        command = from_fields(model, convert(self.read(text)))
+        return dataclasses.replace(command, targets=targets)  # type: ignore[type-var]
