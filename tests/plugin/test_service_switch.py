@@ -129,16 +129,14 @@ class SwitchTest(TempDir):
         self.write(enable=0)
         wait(lambda: not os.path.exists(path + "-wal"), "the store to close")
         with closing(sqlite3.connect(path)) as db:
-            self.assertEqual(
-                db.execute("SELECT name, rid, attrs FROM events").fetchall(), [("httpReq", "r1", '{"k": 1}')]
-            )
-            self.assertEqual(
-                db.execute("SELECT name, rid FROM spans").fetchall(), [("forward", '["r1", "r2"]')]
-            )
-            self.assertEqual(
-                db.execute("SELECT name, value, kind FROM metrics").fetchall(),
-                [("recvTokenSize", 5.0, "set")],
-            )
+            rows = db.execute("SELECT name, cat, duration > 0, args, tid = track_id FROM slice").fetchall()
+        self.assertEqual(
+            rows,
+            [
+                ("httpReq", "Request", 0, '{"rid": "r1", "k": 1, "recvTokenSize=": 5, "type": 0}', 1),
+                ("forward", "Request", 1, '{"rid": ["r1", "r2"], "type": 2}', 1),
+            ],
+        )
 
     def test_operator_collection_and_a_dynamic_window_exclude_each_other(self):
         self.assertIsNone(self.slot.claim("the service profiler's operator collection (acl_task_time 3)"))

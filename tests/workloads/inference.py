@@ -1,6 +1,6 @@
 """An inference-service stand-in instrumented as MindIE services are: ``from ms_service_profiler import
 Profiler, Level``. Real threads serve real requests from a queue: each is received (event ``httpReq``),
-run (span ``forward`` in domain ``ModelExecute``; a step for ``profiler_step_num``) and answered (event
+run (span ``forward`` in domain ``ModelExecute``, then ``prof_step()``: a step for ``profiler_step_num``) and answered (event
 ``httpRes`` with token metrics). Prints ``ready pid=N`` once serving; serves until stdin closes.
 Prints ``served N`` after every 50 requests answered. ``--torch`` runs a small torch model in
 ``forward``; ``--rate`` is requests per second (default 200).
@@ -14,6 +14,7 @@ import sys
 import threading
 
 from ms_service_profiler import Level, Profiler
+from ms_service_profiler.profiler import prof_step
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rate", type=float, default=200.0)
@@ -50,6 +51,7 @@ def serve():
         Profiler(Level.INFO).domain("Request").res(rid).metric("recvTokenSize", 16).event("httpReq")
         with Profiler(Level.INFO).domain("ModelExecute").res(rid).attr("batch", 1).span_start("forward"):
             compute(len(rid))
+        prof_step()
         Profiler(Level.INFO).domain("Request").res(rid).metric("replyTokenSize", 8).event("httpRes")
         n = next(served)
         if n % 50 == 0:

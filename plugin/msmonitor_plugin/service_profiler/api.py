@@ -1,9 +1,11 @@
-"""The service profiler's instrumentation API, as MindIE's ``ms_service_profiler`` has it.
+"""The service profiler's instrumentation API, as MindIE 26.0's ``ms_service_profiler.profiler`` has it.
 
 ``Profiler(level)`` decides once, when it is made, whether it records (the switch is on, and its
-``profiler_level`` reaches *level*): a disabled one costs a few attribute reads per call. Builder
-methods return ``self``; ``event``, ``span_start``/``span_end``, ``launch``, ``link`` and
-``add_meta_info`` record. Recording only appends a tuple to the store's queue.
+``profiler_level`` reaches *level*, a :class:`Level`, an integer or a level's name): a disabled one costs
+a few attribute reads per call. Builder methods return ``self`` and collect the attributes MindIE puts
+in the message (``rid``, ``"name="``/``"name+"`` metrics, ``"scope#Name"``, ``type``); ``event``,
+``span_start``/``span_end``, ``launch``, ``link`` and ``add_meta_info`` record. Recording only appends a
+tuple to the store's queue: the message JSON is built on the writer's thread.
 
     Profiler(Level.INFO).domain("Request").res(rid).metric("recvTokenSize", n).event("httpReq")
     with Profiler(Level.INFO).domain("Execute").res(batch).span_start("forward"):
@@ -15,23 +17,38 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from enum import IntEnum
+from typing import Any, Callable, Dict, FrozenSet, Optional, Union
 
+from .config import LEVELS
+from .schema import MarkType
 from .store import ServiceStore
 
-# MindIE counts a step at each of these (MindIE's "forward", vLLM's "modelRunnerExec"), for
-# profiler_step_num.
-STEP_NAMES = frozenset({"forward", "modelRunnerExec"})
+_EVENT, _SPAN, _LINK = int(MarkType.TYPE_EVENT), int(MarkType.TYPE_SPAN), int(MarkType.TYPE_LINK)
 
 
-class Level:
+class Level(IntEnum):
+    """MindIE's levels, their spelling included; equal values are aliases, as in MindIE."""
+
     ERROR = 10
     INFO = 20
     DETAILED = 30
     VERBOSE = 40
+    LEVEL_CORE_TRACE = 10
+    LEVEL_OUTLIER_ENENT = 10
+    LEVEL_NORMAL_TRACE = 20
+    LEVEL_DETAILED_TRACE = 30
     L0 = 10
     L1 = 20
     L2 = 30
+
+
+def level_value(level: Union[int, str]) -> int:
+    """A level as a number: an integer (a Level) as it is, a name as the switch file spells it; an
+    unknown name counts as INFO (MindIE's default)."""
+    if isinstance(level, int):
+        return level
+    return LEVELS.get(str(level).upper(), Level.INFO)
 
 
 class Recording:
@@ -45,8 +62,24 @@ class Recording:
         self.store = store
         self.on_step = on_step
 
+    def records(self, level: Union[int, str]) -> bool:
+        return self.level >= level_value(level)
+
+    def records_domain(self, domain: str) -> bool:
+        return self.domains is None or domain in self.domains
+
 
 _active: Optional[Recording] = None
+
+
+class _ThreadId(threading.local):
+    """The OS thread id (what MindIE's writer records: gettid), asked once per thread."""
+
+    def __init__(self) -> None:
+        self.tid = threading.get_native_id()
+
+
+_thread = _ThreadId()
 
 
 def attach(recording: Optional[Recording]) -> None:
@@ -55,34 +88,60 @@ def attach(recording: Optional[Recording]) -> None:
     _active = recording
 
 
-# A forked child (a worker started with fork) inherits the recording but not the store's thread: it must
-# not queue rows nobody writes.
-os.register_at_fork(after_in_child=lambda: attach(None))
+def active() -> Optional[Recording]:
+    return _active
 
 
-def prof_step() -> None:
-    """MindIE's step mark, counted toward ``profiler_step_num``."""
+def _after_fork() -> None:
+    """A forked child (a worker started with fork) inherits the recording but not the store's thread: it
+    must not queue rows nobody writes; and its threads have ids of their own."""
+    global _thread
+    attach(None)
+    _thread = _ThreadId()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def prof_step(stop_check: bool = False) -> None:
+    """MindIE's step mark: the one thing counted toward ``profiler_step_num`` (a ``forward`` span is not:
+    MindIE's handlers emit both). ``stop_check`` only checks, as in MindIE."""
     recording = _active
-    if recording is not None:
+    if recording is not None and not stop_check:
         recording.on_step()
 
 
-class Profiler:
-    __slots__ = ("_attrs", "_domain", "_metrics", "_name", "_recording", "_rid", "_scope", "_start_ns")
+def put_slice(name: str, domain: str, start_ns: int, end_ns: int, message: Any) -> None:
+    """A slice with a message already built (``mstx``'s entry points); *message* a str or a dict."""
+    recording = _active
+    if recording is not None:
+        recording.store.put(("slice", name, domain, start_ns, end_ns, _thread.tid, message))
 
-    def __init__(self, level: int = Level.INFO) -> None:
+
+def put_meta(name: str, value: Any) -> None:
+    recording = _active
+    if recording is not None:
+        recording.store.put(("meta", name, str(value)))
+
+
+class Profiler:
+    __slots__ = ("_attrs", "_domain", "_name", "_recording", "_shared", "_start_ns")
+
+    def __init__(self, profiler_level: Union[int, str] = Level.INFO) -> None:
         recording = _active
-        if recording is None or recording.level < level:
+        if recording is None or not recording.records(profiler_level):
             self._recording: Optional[Recording] = None
             return  # disabled: nothing else is read, so nothing else is set
         self._recording = recording
+        self._attrs: Dict[str, Any] = {}
+        self._shared = False  # _attrs went to the store with a row: copy before changing it
         self._domain = ""
-        self._rid: Any = ""
-        self._attrs: Optional[Dict[str, Any]] = None
-        self._metrics: List[Tuple[str, Any, str]] = []
-        self._scope = ""
         self._name = ""
         self._start_ns = 0
+
+    @property
+    def enable(self) -> bool:
+        return self._recording is not None
 
     def is_enable(self) -> bool:
         return self._recording is not None
@@ -92,72 +151,54 @@ class Profiler:
     def domain(self, name: str) -> Profiler:
         recording = self._recording
         if recording is not None:
-            if recording.domains is not None and name not in recording.domains:
+            if not recording.records_domain(name):
                 self._recording = None
             self._domain = name
         return self
 
-    def res(self, rid: Any) -> Profiler:
-        if self._recording is not None:
-            self._rid = rid
-        return self
-
     def attr(self, key: str, value: Any) -> Profiler:
         if self._recording is not None:
-            if self._attrs is None:
-                self._attrs = {}
-            self._attrs[key] = value
+            attrs = self._attrs
+            if self._shared:
+                attrs = self._attrs = dict(attrs)
+                self._shared = False
+            attrs[key] = value
         return self
+
+    def res(self, rid: Any) -> Profiler:
+        """The request id, or a batch's list of ids (or of ``{"rid": ..., "iter_size": ...}``)."""
+        return self.attr("rid", rid)
 
     def metric(self, name: str, value: Any) -> Profiler:
-        if self._recording is not None:
-            self._metrics.append((name, value, "set"))
-        return self
+        return self.attr(f"{name}=", value)
 
     def metric_inc(self, name: str, value: Any) -> Profiler:
-        if self._recording is not None:
-            self._metrics.append((name, value, "inc"))
-        return self
+        return self.attr(f"{name}+", value)
 
-    def metric_scope(self, scope: str, value: Any = 0) -> Profiler:
-        if self._recording is not None:
-            self._scope = scope
-        return self
+    def metric_scope(self, scope_name: str, scope_value: Any = 0) -> Profiler:
+        return self.attr(f"scope#{scope_name}", scope_value)
 
     def metric_scope_as_req_id(self) -> Profiler:
-        return self.metric_scope("req")
+        return self.attr("scope#", "req")
 
     # --- what records -----------------------------------------------------------------------------
 
     def event(self, name: str) -> None:
-        recording = self._recording
-        if recording is None:
-            return
-        now = time.time_ns()
-        tid = threading.get_ident()
-        recording.store.put(("events", name, self._domain, now, tid, self._rid, self._attrs))
-        self._put_metrics(recording, now, tid)
-        if name in STEP_NAMES:
-            recording.on_step()
+        if self._recording is not None:
+            self.attr("type", _EVENT)
+            now = time.time_ns()
+            self._put(name, now, now)
 
     def span_start(self, name: str) -> Profiler:
         if self._recording is not None:
+            self.attr("type", _SPAN)
             self._name, self._start_ns = name, time.time_ns()
         return self
 
     def span_end(self) -> None:
-        recording = self._recording
-        if recording is None or not self._start_ns:
-            return
-        now = time.time_ns()
-        tid = threading.get_ident()
-        recording.store.put(
-            ("spans", self._name, self._domain, self._start_ns, now, tid, self._rid, self._attrs)
-        )
-        self._put_metrics(recording, now, tid)
-        self._start_ns = 0
-        if self._name in STEP_NAMES:
-            recording.on_step()
+        if self._recording is not None and self._start_ns:
+            self._put(self._name, self._start_ns, time.time_ns())
+            self._start_ns = 0
 
     def __enter__(self) -> Profiler:
         return self
@@ -166,21 +207,21 @@ class Profiler:
         self.span_end()
 
     def launch(self) -> None:
-        """The metrics accumulated so far, as a "Launch" event."""
+        """The attributes collected so far, as a "Launch" event."""
         self.event("Launch")
 
     def link(self, from_rid: Any, to_rid: Any) -> None:
-        recording = self._recording
-        if recording is not None:
-            recording.store.put(("links", from_rid, to_rid, self._domain, time.time_ns()))
+        if self._recording is not None:
+            self._attrs, self._shared = {"type": _LINK, "from": from_rid, "to": to_rid}, False
+            now = time.time_ns()
+            self._put("Link", now, now)
 
     def add_meta_info(self, key: str, value: Any) -> None:
+        if self._recording is not None:
+            put_meta(key, value)
+
+    def _put(self, name: str, start_ns: int, end_ns: int) -> None:
         recording = self._recording
         if recording is not None:
-            recording.store.put(("meta", key, value, time.time_ns()))
-
-    def _put_metrics(self, recording: Recording, now: int, tid: int) -> None:
-        for name, value, kind in self._metrics:
-            recording.store.put(
-                ("metrics", name, self._domain, now, tid, self._rid, value, kind, self._scope)
-            )
+            self._shared = True
+            recording.store.put(("slice", name, self._domain, start_ns, end_ns, _thread.tid, self._attrs))

@@ -1,21 +1,27 @@
-"""Where a recording goes: ``Trace_Service/ms_service_<host>-<pid>.db`` (SQLite, WAL; the tables are
-:data:`.schema.SERVICE_TABLES`), written off the service's threads, which only append a tuple.
+"""Where a recording goes: ``Trace_Service/ms_service_<host>-<pid>.db`` (SQLite, WAL; MindIE 26.0's
+tables, :data:`.schema.SERVICE_TABLES`), written off the service's threads, which only append a tuple.
 
 The rows wait in a bounded queue of their own (one append per row: the API's cost); the monitor's
-:class:`~..monitor.writers.WriterThread` writes them, every ``FLUSH_S``, and closes the file. Rows the
-queue cannot take are counted, never blocked on, and reported in ``meta`` (``dropped``) when the
-recording closes.
+:class:`~..monitor.writers.WriterThread` writes them, every ``FLUSH_S``, and closes the file. The message
+JSON of a slice is built here, on the writer's thread, not on the service's. Rows the queue cannot take
+are counted, never blocked on, and reported in ``Meta`` (``dropped``) when the recording closes.
+
+The API appends (:data:`Row`):
+
+- ``("slice", name, domain, start_ns, end_ns, tid, attrs)``: an event (``end_ns == start_ns``) or a span;
+- ``("counter", name, domain, ts_ns, values)``: host usage samples;
+- ``("meta", name, value)``: ``add_meta_info``.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import socket
 import sqlite3
-import time
-from typing import Any, Callable, Deque, Dict, List, Tuple
+from typing import Any, Callable, Deque, Iterable, List, Set, Tuple
 
 from ..monitor.writers import WriterThread
 from . import schema
@@ -24,7 +30,7 @@ log = logging.getLogger("msmonitor_plugin")
 
 QUEUE_CAPACITY = 500_000
 FLUSH_S = 0.02
-Row = Tuple[Any, ...]  # (table, column values...) as the API appends it
+Row = Tuple[Any, ...]  # (kind, values...) as listed above
 
 
 class ServiceStore:
@@ -65,17 +71,21 @@ class _RecordingFile:
         self.rows: Deque[Row] = collections.deque()
         self.written = 0
         self._dropped = dropped
-        self._insert = {t.name: t.insert() for t in schema.SERVICE_TABLES}
-        self._encode = {t.name: t.encoder() for t in schema.SERVICE_TABLES}
+        self._pid = os.getpid()
+        self._threads: Set[int] = set()  # registered in the thread table (MindIE: once per thread)
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=OFF")  # as MindIE: a crash loses the tail, never the file
         for table in schema.SERVICE_TABLES:
             self._db.execute(table.create())
-        now = time.time_ns()
-        self._db.executemany(
-            self._insert["meta"], [("hostname", socket.gethostname(), now), ("pid", str(os.getpid()), now)]
-        )
+        self._threads.update(int(t) for (t,) in self._db.execute("SELECT track_id FROM thread"))
+        pid = str(self._pid)
+        self._db.execute(schema.PROCESS.insert("INSERT OR IGNORE"), (pid, pid, "", 0, ""))
+        self._meta([("hostname", socket.gethostname()), ("ppid", str(os.getppid()))])
         self._db.commit()
+
+    def _meta(self, pairs: Iterable[Tuple[str, Any]]) -> None:
+        self._db.executemany(_META, ((name, _text(value), "") for name, value in pairs))
 
     def flush(self) -> None:
         try:
@@ -88,7 +98,7 @@ class _RecordingFile:
         try:
             dropped = self._dropped()
             if dropped:
-                self._db.execute(self._insert["meta"], ("dropped", str(dropped), time.time_ns()))
+                self._meta([("dropped", dropped)])
                 log.warning("service profiler: %d rows dropped (the writer fell behind)", dropped)
             self._db.commit()
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -96,13 +106,56 @@ class _RecordingFile:
             self._db.close()
 
     def _write_queued(self) -> None:
-        batch: Dict[str, List[Row]] = {}
+        slices: List[Row] = []
+        counters: List[Row] = []
+        meta: List[Tuple[str, Any]] = []
         rows = self.rows
         for _ in range(len(rows)):
             row = rows.popleft()
-            batch.setdefault(row[0], []).append(row[1:])
-        for table, values in batch.items():
-            self._db.executemany(self._insert[table], map(self._encode[table], values))
-            self.written += len(values)
-        if batch:
-            self._db.commit()
+            kind = row[0]
+            if kind == "slice":
+                slices.append(row)
+            elif kind == "counter":
+                counters.append(row)
+            else:
+                meta.append((row[1], row[2]))
+        if not (slices or counters or meta):
+            return
+        self._register_threads(slices)
+        self._db.executemany(_SLICE, map(self._slice, slices))
+        self._db.executemany(_COUNTER, map(self._counter, counters))
+        self._meta(meta)
+        self._db.commit()
+        self.written += len(slices) + len(counters) + len(meta)
+
+    def _slice(self, row: Row) -> Tuple[Any, ...]:
+        _, name, domain, start, end, tid, attrs = row
+        args = attrs if isinstance(attrs, str) else _dumps(attrs)  # a str: mstx's, already a message
+        return (start, end - start, name, 0, tid, domain, args, "", end, "", self._pid, tid)
+
+    def _counter(self, row: Row) -> Tuple[Any, ...]:
+        _, name, domain, ts, values = row
+        return (name, str(self._pid), ts, domain, _dumps(values))
+
+    def _register_threads(self, slices: List[Row]) -> None:
+        """A thread's first slice names its track ``<domain>(<tid>)``, as MindIE names it."""
+        pid = str(self._pid)
+        for row in slices:
+            tid = row[5]
+            if tid not in self._threads:
+                self._threads.add(tid)
+                self._db.execute(_THREAD, (tid, str(tid), pid, f"{row[2]}({tid})", 0))
+
+
+def _text(value: Any) -> str:
+    """A Meta value as text: strings as they are, anything else as ``str()`` (MindIE's ``str(meta_data)``)."""
+    return value if isinstance(value, str) else str(value)
+
+
+# The message as MindIE's Profiler writes it (json.dumps of its attributes); a value JSON cannot hold is
+# written as its str() rather than losing the row.
+_dumps = json.JSONEncoder(default=str).encode
+_SLICE = schema.SLICE.insert()
+_COUNTER = schema.COUNTER.insert()
+_META = schema.META.insert()
+_THREAD = schema.THREAD.insert("INSERT OR IGNORE")

@@ -177,7 +177,7 @@ class ServiceSwitch:
                 self._stop(why, write_back=True)
 
     def _step(self) -> None:
-        """A step of the service (``forward``, ``modelRunnerExec``, ``prof_step()``)."""
+        """A step of the service: ``prof_step()`` (MindIE's ``SetProfilerCurrentStep``)."""
         self._steps += 1
         torch_ops = self._torch
         if torch_ops is not None:
@@ -189,11 +189,12 @@ class ServiceSwitch:
             ).start()
 
     def _host_metrics(self, values: List[tuple]) -> None:
+        """Host usage as counters (MindIE's ``counter`` table: one track per name, its value in args)."""
         store = self._store
         now = time.time_ns()
         for name, value in values:
             if store is not None:
-                store.put(("metrics", name, "host", now, 0, "", value, "set", "host"))
+                store.put(("counter", name, "host", now, {name: value}))
 
     # --- what the daemon is told ------------------------------------------------------------------
 
