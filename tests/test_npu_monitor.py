@@ -154,7 +154,7 @@ def test_log_file_mode_writes_records_per_process(daemon, start_workload, tmp_pa
     else:  # the writer makes every table on open: rows with names are what says it recorded
         with contextlib.closing(sqlite3.connect(path)) as db:
             names = db.execute(
-                "SELECT DISTINCT s.value FROM KERNEL k JOIN STRING_IDS s ON s.id = k.name_id"
+                "SELECT DISTINCT s.value FROM COMPUTE_TASK_INFO k JOIN STRING_IDS s ON s.id = k.name"
             ).fetchall()
         assert names and all(name for (name,) in names), names
 

@@ -310,12 +310,12 @@ class MonitorOnFakeMsptiTest(unittest.TestCase):
             monitor.stop()
             (path,) = glob.glob(os.path.join(tmp, "new", "dir", "*.db"))
             db = sqlite3.connect(path)
-            counts = [
+            counts = [  # msMonitor's tables: kernels are compute tasks, collectives communication ops
                 db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                for t in ("KERNEL", "COMMUNICATION", "API")
+                for t in ("COMPUTE_TASK_INFO", "TASK", "COMMUNICATION_OP", "CANN_API")
             ]
             db.close()
-        self.assertEqual(counts, [300, 300, 0])
+        self.assertEqual(counts, [300, 300, 300, 0])
 
     def test_an_unusable_log_directory_fails_the_start(self):
         with tempfile.NamedTemporaryFile() as not_a_dir, fake(), self.assertRaises(MonitorError):

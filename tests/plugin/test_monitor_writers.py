@@ -1,9 +1,8 @@
-"""--log-file outputs: JSONL with msMonitor's rotation and keys, SQLite with one table per kind."""
+"""--log-file outputs: JSONL with msMonitor's rotation and keys, the writer thread (DB: test_msprof_db)."""
 
 import json
 import os
 import re
-import sqlite3
 import tempfile
 import threading
 import unittest
@@ -15,13 +14,10 @@ from msmonitor_plugin.monitor.records import (
     HostExtras,
     Kind,
     MarkerExtras,
-    MemoryExtras,
     Record,
 )
 from msmonitor_plugin.monitor.writers import (
-    TABLES,
     JsonlWriter,
-    SqliteWriter,
     WriterThread,
     dump_interval_s,
     queue_capacity,
@@ -29,7 +25,7 @@ from msmonitor_plugin.monitor.writers import (
     rotation,
 )
 
-NAME = re.compile(r"^msmonitor_4242_\d{17}_3\.(jsonl|db)$")
+NAME = re.compile(r"^msmonitor_4242_\d{17}_3\.jsonl$")
 KERNEL = Record(Kind.KERNEL, 10, 20, 1, 3, 7, "matmul", "KERNEL_AIVEC")
 API = Record(Kind.API, 11, 12, HOST, 0, 8, "aclnnAdd", "", HostExtras(100, 101))
 COMM = Record(
@@ -37,7 +33,6 @@ COMM = Record(
 )
 MARKER = Record(Kind.MARKER, 15, 16, HOST, 0, 0, "fwd", "", MarkerExtras("train", "Host", 2, 5, 100, 101))
 DEVICE_MARKER = Record(Kind.MARKER, 15, 16, 1, 7, 0, "fwd", "", MarkerExtras("train", "Device", 16, 5))
-MEMCPY = Record(Kind.MEMCPY, 17, 18, 1, 6, 9, "HTOD", "", MemoryExtras(8192, 0, True))
 
 
 class TempDirTest(unittest.TestCase):
@@ -131,41 +126,6 @@ class JsonlTest(TempDirTest):
         self.assertEqual(queue_capacity({"MSMONITOR_JSONL_BUFFER_CAPACITY": str(1 << 25)}), 1 << 21)
         self.assertEqual(dump_interval_s({"MSMONITOR_JSONL_MAX_DUMP_INTERVAL": "2000"}), 2.0)
         self.assertEqual(dump_interval_s({"MSMONITOR_JSONL_MAX_DUMP_INTERVAL": "10"}), 30.0)
-
-
-class SqliteTest(TempDirTest):
-    def test_one_table_per_kind_and_interned_strings(self):
-        writer = SqliteWriter(self.dir, 4242, 3, backend="mspti")
-        writer.write([KERNEL, KERNEL, API, COMM, MARKER, DEVICE_MARKER, MEMCPY])
-        writer.close()
-        (name,) = os.listdir(self.dir)
-        self.assertRegex(name, NAME)
-        db = sqlite3.connect(os.path.join(self.dir, name))
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        self.assertEqual(
-            tables, {t for t, _ in TABLES.values()} | {"STRING_IDS", "META_DATA", "RANK_DEVICE_MAP"}
-        )
-        strings = dict(db.execute("SELECT id, value FROM STRING_IDS"))
-        self.assertEqual(len(strings), len(set(strings.values())))
-        rows = db.execute(
-            "SELECT start_ns, end_ns, device_id, stream_id, correlation_id, name_id, type_id FROM KERNEL"
-        ).fetchall()
-        self.assertEqual(len(rows), 2)
-        self.assertEqual(rows[0][:5], (10, 20, 1, 3, 7))
-        self.assertEqual((strings[rows[0][5]], strings[rows[0][6]]), ("matmul", "KERNEL_AIVEC"))
-        marker = db.execute(
-            "SELECT device_id, process_id, marker_id, source_id, domain_id FROM MARKER ORDER BY device_id"
-        ).fetchall()
-        self.assertEqual(
-            [(d, p, m, strings[s], strings[dom]) for d, p, m, s, dom in marker],
-            [(-1, 100, 5, "Host", "train"), (1, 0, 5, "Device", "train")],
-        )
-        self.assertEqual(db.execute("SELECT bytes, is_async FROM MEMCPY").fetchall(), [(8192, 1)])
-        meta = dict(db.execute("SELECT name, value FROM META_DATA"))
-        self.assertEqual(
-            (meta["pid"], meta["rank"], meta["backend"], meta["schema_version"]), ("4242", "3", "mspti", "1")
-        )
-        self.assertEqual(db.execute("SELECT rank, device_id FROM RANK_DEVICE_MAP").fetchall(), [(3, 1)])
 
 
 class BlockingWriter:

@@ -29,9 +29,10 @@ from ..vocabulary import MonitorState
 from .aggregate import Aggregator
 from .backends import Backend, Collector, select_backend
 from .config import ExportType, MonitorConfig
+from .msprof_db import SqliteWriter
 from .records import Kind
 from .report import Report
-from .writers import JsonlWriter, SqliteWriter, WriterThread, dump_interval_s, queue_capacity, rotation
+from .writers import JsonlWriter, WriterThread, dump_interval_s, queue_capacity, rotation
 
 log = logging.getLogger("msmonitor_plugin")
 

@@ -360,11 +360,11 @@ class MarkerPairer:
                 self.unmatched += 1
                 return None, False
             start, name, domain, flag, pid, tid, kept = opened
-            return (
-                _marker(start, p.timestamp, HOST, 0, name, domain, "Host", flag, p.id, pid, tid)
-                if kept
-                else None
-            ), not kept
+            if not kept:
+                return None, True
+            end_tid = p.obj_b if p.obj_b != tid else None
+            marker = _marker(start, p.timestamp, HOST, 0, name, domain, "Host", flag, p.id, pid, tid, end_tid)
+            return marker, False
         name = p.name or UNNAMED
         domain = p.domain or DEFAULT_MARKER_DOMAIN
         kept = flt.keeps_marker(p.source, p.flag, p.name)
@@ -419,8 +419,9 @@ def _marker(
     mid: int,
     pid: int,
     tid: int,
+    end_tid: Optional[int] = None,
 ) -> Record:
-    extras = MarkerExtras(domain, source, flag, mid, pid, tid)
+    extras = MarkerExtras(domain, source, flag, mid, pid, tid, end_tid)
     return Record(Kind.MARKER, start, end, dev, stream, 0, name, "", extras)
 
 

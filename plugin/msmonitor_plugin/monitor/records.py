@@ -86,6 +86,7 @@ class MarkerExtras(NamedTuple):
     id: int  # the marker id pairing start and end
     process_id: int = 0  # host markers
     thread_id: int = 0
+    end_thread_id: Optional[int] = None  # where a range ended, when not on the thread it began on
 
 
 class HostExtras(NamedTuple):

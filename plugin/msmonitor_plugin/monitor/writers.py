@@ -1,4 +1,4 @@
-"""``--log-file`` mode: the records themselves, per process, as JSONL (rotating) or SQLite.
+"""``--log-file`` mode: the records themselves, per process, as JSONL (rotating) or SQLite (``msprof_db``).
 
 Files are named as msMonitor names them: ``msmonitor_{pid}_{YYYYmmddHHMMSSmmm}_{rank}.{jsonl,db}`` (local
 time, milliseconds; a rotated JSONL file gets a strictly later stamp).
@@ -7,10 +7,6 @@ JSONL: one JSON object per line, with msMonitor's keys (``kind``, ``name``, ``st
 see docs/monitoring.md), and a ``rank_device_map`` line at the end of the session. Rotation follows
 msMonitor's ``RotateLogger``: a new file every ``lines`` lines (default 10000, range [100, 500000]); with
 ``files`` ≥ 2 the oldest files are removed so that at most ``files`` exist, with -1 (default) all are kept.
-
-SQLite (standard library ``sqlite3``): one table per kind, strings interned in ``STRING_IDS``; the schema
-is :data:`TABLES` (and docs/monitoring.md). Unlike msMonitor, every kind is written, Hccl and the memory
-kinds included.
 
 Writing happens on a :class:`WriterThread` with a bounded queue (``MSMONITOR_JSONL_BUFFER_CAPACITY``
 records, power of two in [2^13, 2^21], default 2^19); when it is full, records are dropped and counted.
@@ -23,8 +19,6 @@ import json
 import logging
 import os
 import queue
-import socket
-import sqlite3
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -48,7 +42,6 @@ DEFAULT_LINES, MIN_LINES, MAX_LINES = 10000, 100, 500000
 KEEP_ALL_FILES, MIN_FILES = -1, 2
 DEFAULT_CAPACITY, MIN_CAPACITY, MAX_CAPACITY = 1 << 19, 1 << 13, 1 << 21
 DEFAULT_DUMP_MS, MIN_DUMP_MS = 30000, 1000
-SCHEMA_VERSION = "1"
 
 
 def file_name(pid: int, ms: int, rank: int, ext: str) -> str:
@@ -202,150 +195,6 @@ class JsonlWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-# SQLite: per kind, the table and its columns as (name, SQL type, value of a record). Strings are stored
-# as ids into STRING_IDS; ``S`` marks those columns (the getter returns the string).
-Getter = Callable[[Record], Any]
-S = "STRING_ID"
-
-
-def _x(field: str, default: Any = None) -> Getter:
-    return lambda r: getattr(r.extras, field, default)
-
-
-_TIMES: List[Tuple[str, str, Getter]] = [
-    ("start_ns", "INTEGER", lambda r: r.start_ns),
-    ("end_ns", "INTEGER", lambda r: r.end_ns),
-]
-_WHERE: List[Tuple[str, str, Getter]] = [
-    ("device_id", "INTEGER", lambda r: r.device),
-    ("stream_id", "INTEGER", lambda r: r.stream),
-]
-_CORR_NAME: List[Tuple[str, str, Getter]] = [
-    ("correlation_id", "INTEGER", lambda r: r.correlation_id),
-    ("name_id", S, lambda r: r.name),
-]
-_API = [
-    *_TIMES,
-    ("process_id", "INTEGER", _x("process_id", 0)),
-    ("thread_id", "INTEGER", _x("thread_id", 0)),
-    *_CORR_NAME,
-]
-_MEM = [*_TIMES, *_WHERE, *_CORR_NAME, ("bytes", "INTEGER", _x("bytes", 0))]
-TABLES: Dict[Kind, Tuple[str, List[Tuple[str, str, Getter]]]] = {
-    Kind.KERNEL: ("KERNEL", [*_TIMES, *_WHERE, *_CORR_NAME, ("type_id", S, lambda r: r.type)]),
-    Kind.API: ("API", _API),
-    Kind.ACL_API: ("ACL_API", _API),
-    Kind.NODE_API: ("NODE_API", _API),
-    Kind.RUNTIME_API: ("RUNTIME_API", _API),
-    Kind.HCCL: (
-        "HCCL",
-        [
-            *_TIMES,
-            *_WHERE,
-            ("name_id", S, lambda r: r.name),
-            ("comm_name_id", S, _x("comm_name", "")),
-            ("bandwidth_gbps", "REAL", _x("bandwidth_gbps", 0.0)),
-        ],
-    ),
-    Kind.COMMUNICATION: (
-        "COMMUNICATION",
-        [
-            *_TIMES,
-            *_WHERE,
-            *_CORR_NAME,
-            ("count", "INTEGER", _x("count", 0)),
-            ("data_type_id", S, _x("data_type", "")),
-            ("comm_name_id", S, _x("comm_name", "")),
-            ("alg_type_id", S, _x("alg_type", "")),
-        ],
-    ),
-    Kind.MARKER: (
-        "MARKER",
-        [
-            *_TIMES,
-            *_WHERE,
-            ("process_id", "INTEGER", _x("process_id", 0)),
-            ("thread_id", "INTEGER", _x("thread_id", 0)),
-            ("marker_id", "INTEGER", _x("id", 0)),
-            ("flag", "INTEGER", _x("flag", 0)),
-            ("source_id", S, _x("source", "")),
-            ("domain_id", S, _x("domain", "")),
-            ("name_id", S, lambda r: r.name),
-        ],
-    ),
-    Kind.MEMORY: ("MEMORY", [*_MEM, ("address", "INTEGER", _x("address", 0))]),
-    Kind.MEMSET: ("MEMSET", [*_MEM, ("is_async", "INTEGER", lambda r: int(bool(_x("is_async", False)(r))))]),
-    Kind.MEMCPY: ("MEMCPY", [*_MEM, ("is_async", "INTEGER", lambda r: int(bool(_x("is_async", False)(r))))]),
-}
-
-
-class SqliteWriter:
-    """One SQLite file per session: a table per kind, interned strings, metadata, rank → devices."""
-
-    ext = "db"
-
-    def __init__(self, directory: str, pid: int, rank: int, backend: str = "") -> None:
-        self.rank = rank
-        self.path = os.path.join(directory, file_name(pid, int(time.time() * 1000), rank, self.ext))
-        self.files = [self.path]
-        self.devices: Set[int] = set()
-        self._strings: Dict[str, int] = {}
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
-        self._create(pid, backend)
-
-    def _create(self, pid: int, backend: str) -> None:
-        db = self._db
-        db.execute("CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE)")
-        db.execute("CREATE TABLE META_DATA (name TEXT PRIMARY KEY, value TEXT)")
-        db.execute("CREATE TABLE RANK_DEVICE_MAP (rank INTEGER, device_id INTEGER)")
-        for table, columns in TABLES.values():
-            cols = ", ".join(f"{name} {'INTEGER' if sql == S else sql}" for name, sql, _ in columns)
-            db.execute(f"CREATE TABLE {table} ({cols})")
-        meta = {
-            "schema_version": SCHEMA_VERSION,
-            "pid": str(pid),
-            "rank": str(self.rank),
-            "hostname": socket.gethostname(),
-            "backend": backend,
-            "created_ns": str(time.time_ns()),
-        }
-        db.executemany("INSERT INTO META_DATA VALUES (?, ?)", meta.items())
-        db.commit()
-
-    def _sid(self, text: str) -> int:
-        sid = self._strings.get(text)
-        if sid is None:
-            sid = self._strings[text] = len(self._strings) + 1
-            self._db.execute("INSERT INTO STRING_IDS VALUES (?, ?)", (sid, text))
-        return sid
-
-    def write(self, records: Sequence[Record]) -> None:
-        by_kind: Dict[Kind, List[Record]] = {}
-        for r in records:
-            by_kind.setdefault(r.kind, []).append(r)
-            device = _device_of(r)
-            if device is not None:
-                self.devices.add(device)
-        for kind, rows in by_kind.items():
-            table, columns = TABLES[kind]
-            marks = ", ".join("?" * len(columns))
-            values = [
-                [self._sid(get(r) or "") if sql == S else get(r) for _, sql, get in columns] for r in rows
-            ]
-            self._db.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
-        self._db.commit()
-
-    def flush(self) -> None:
-        self._db.commit()
-
-    def close(self) -> None:
-        self._db.executemany(
-            "INSERT INTO RANK_DEVICE_MAP VALUES (?, ?)", [(self.rank, d) for d in sorted(self.devices)]
-        )
-        self._db.commit()
-        self._db.close()
 
 
 class WriterThread:
