@@ -1,6 +1,7 @@
 """The Monitor's command semantics with a scripted backend, and the torch backend's event classification
 (with stand-in Kineto events: torch itself is exercised in tests/test_monitor_torch.py)."""
 
+import os
 import threading
 import time
 import unittest
@@ -8,7 +9,7 @@ import unittest
 from msmonitor_plugin.monitor.backends import NoBackend
 from msmonitor_plugin.monitor.config import MonitorConfig
 from msmonitor_plugin.monitor.engine import Monitor
-from msmonitor_plugin.monitor.records import HOST, Kind, Record
+from msmonitor_plugin.monitor.records import HOST, HostExtras, Kind, MarkerExtras, Record
 from msmonitor_plugin.monitor.torch_backend import SELF_TIME_TYPE, Sampler, classify
 from msmonitor_plugin.vocabulary import MonitorState
 
@@ -192,10 +193,11 @@ class MonitorTest(unittest.TestCase):
 
 
 class Event:
-    """Stands in for torch's _KinetoEvent."""
+    """Stands in for torch's _KinetoEvent: the resource id is the OS thread of a host event (here the
+    profiler's thread number + 1000), the stream of a device one."""
 
-    def __init__(self, name, start, end, activity="cpu_op", tid=1, device=0):
-        self._v = (name, start, end, activity, tid, device)
+    def __init__(self, name, start, end, activity="cpu_op", tid=1, device=0, stream=7):
+        self._v = (name, start, end, activity, tid, device, stream, 1000 + start)
 
     def name(self):
         return self._v[0]
@@ -216,7 +218,10 @@ class Event:
         return self._v[5]
 
     def correlation_id(self):
-        return 0
+        return self._v[7]
+
+    def device_resource_id(self):
+        return self._v[6] if self._v[3] in ("kernel", "gpu_memcpy", "gpu_memset") else 1000 + self._v[4]
 
 
 STEP = [
@@ -237,7 +242,9 @@ class ClassifyTest(unittest.TestCase):
         by_kind = {}
         for r in records:
             by_kind.setdefault(r.kind, {})[r.name] = r
-        self.assertEqual(set(by_kind[Kind.API]), {"aten::linear", "aten::add_"})  # top-level operators
+        # top-level operators, the collective the loop calls among them
+        self.assertEqual(set(by_kind[Kind.API]), {"aten::linear", "aten::add_", "c10d::allreduce_"})
+        self.assertEqual(by_kind[Kind.API]["aten::add_"].extras, HostExtras(os.getpid(), 1002))
         kernels = {name: r.duration_ns for name, r in by_kind[Kind.KERNEL].items()}
         self.assertEqual(
             kernels,
@@ -253,7 +260,8 @@ class ClassifyTest(unittest.TestCase):
             all(r.type == SELF_TIME_TYPE and r.device == HOST for r in by_kind[Kind.KERNEL].values())
         )
         self.assertEqual(set(by_kind[Kind.COMMUNICATION]), {"c10d::allreduce_"})
-        self.assertEqual(by_kind[Kind.MARKER]["train_step"].domain, "default")
+        marker = by_kind[Kind.MARKER]["train_step"]
+        self.assertEqual(marker.extras, MarkerExtras("default", "Host", 2, 1000, os.getpid(), 1001))
 
     def test_cuda_kernels_are_kernels_and_cpu_operators_are_not(self):
         events = [
@@ -264,8 +272,9 @@ class ClassifyTest(unittest.TestCase):
         ]
         records = classify(events, ALL, cuda=True)
         kernels = [r for r in records if r.kind == Kind.KERNEL]
-        self.assertEqual([(r.name, r.device) for r in kernels], [("gemm", 1)])
-        self.assertEqual([r.device for r in records if r.kind == Kind.RUNTIME_API], [HOST])
+        self.assertEqual([(r.name, r.device, r.stream) for r in kernels], [("gemm", 1, 7)])
+        runtime = [r for r in records if r.kind == Kind.RUNTIME_API]
+        self.assertEqual([(r.device, r.extras) for r in runtime], [(HOST, HostExtras(os.getpid(), 1001))])
         self.assertEqual([r.device for r in records if r.kind == Kind.MEMCPY], [1])
 
     def test_only_requested_kinds(self):

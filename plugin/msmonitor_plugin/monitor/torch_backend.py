@@ -11,11 +11,12 @@ Kernel (CPU only)         CPU operators, each measured by its *self* time (its d
                           nested operator twice (``aten::addmm`` is its GEMM, not ``aten::linear``);
                           device -1, type ``cpu_op_self``, ``end_ns = start_ns + self time``
 API                       top-level framework operators (no operator above them: ``aten::linear``,
-                          ``autograd::engine::evaluate_function: AddmmBackward0``…), device -1
+                          ``autograd::engine::evaluate_function: AddmmBackward0``, ``c10d::allreduce_``
+                          called by the training loop…), device -1, on their process and thread
 Marker                    ``torch.profiler.record_function`` ranges (incl. the optimizer's own),
-                          domain ``default``, device -1
+                          domain ``default``, device -1, on their thread; id the range's correlation id
 Communication             c10d collectives (``c10d::allreduce_``…) as called on the host, device -1
-RuntimeAPI (CUDA)         CUDA runtime/driver calls (``cudaLaunchKernel``…), device -1
+RuntimeAPI (CUDA)         CUDA runtime/driver calls (``cudaLaunchKernel``…), device -1, on their thread
 MemCpy / MemSet (CUDA)    device copies and memsets, on their device
 Hccl, Memory, AclAPI,     unavailable (Ascend-only, or no torch.profiler equivalent)
 NodeAPI
@@ -39,7 +40,7 @@ import os
 import time
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from .records import HOST, Kind, MarkerExtras, Record, clip_name
+from .records import HOST, HostExtras, Kind, MarkerExtras, Record, clip_name
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -199,38 +200,38 @@ class TorchBackend:
         self.collector.count("torch_events", len(events))
 
 
-# (start, end, name, thread, correlation id, is an operator)
-_Span = Tuple[int, int, str, int, int, bool]
+# (start, end, name, thread, correlation id, is an operator, the OS thread id)
+_Span = Tuple[int, int, str, int, int, bool, int]
 
 
 def classify(events: List[Any], kinds: FrozenSet[Kind], cuda: bool) -> List[Record]:
-    """Kineto events → records of the requested kinds (see the table in the module docstring)."""
+    """Kineto events → records of the requested kinds (see the table in the module docstring).
+
+    Kineto's resource id is the OS thread of a host event and the stream of a device one."""
     records: List[Record] = []
     cpu: List[_Span] = []
     for ev in events:
         activity = ev.activity_type()
         if activity == "cpu_op" or activity == "user_annotation":
+            start, end, name, corr = ev.start_ns(), ev.end_ns(), ev.name(), ev.correlation_id()
             cpu.append(
-                (
-                    ev.start_ns(),
-                    ev.end_ns(),
-                    ev.name(),
-                    ev.start_thread_id(),
-                    ev.correlation_id(),
-                    activity == "cpu_op",
-                )
+                (start, end, name, ev.start_thread_id(), corr, activity == "cpu_op", ev.device_resource_id())
             )
         elif cuda:
             kind = _DEVICE_ACTIVITIES.get(activity)
             if kind is not None and kind in kinds:
-                device = HOST if kind == Kind.RUNTIME_API else ev.device_index()
-                records.append(
-                    _record(
-                        kind, ev.start_ns(), ev.end_ns(), device, ev.name(), ev.correlation_id(), activity
-                    )
-                )
+                records.append(_device_record(ev, kind, activity))
     records.extend(_cpu_records(cpu, kinds, cpu_kernels=not cuda))
     return records
+
+
+def _device_record(ev: Any, kind: Kind, activity: str) -> Record:
+    start, end, name, corr = ev.start_ns(), ev.end_ns(), clip_name(ev.name()), ev.correlation_id()
+    if kind == Kind.RUNTIME_API:  # called on the host
+        return Record(
+            kind, start, end, HOST, 0, corr, name, activity, HostExtras(os.getpid(), ev.device_resource_id())
+        )
+    return Record(kind, start, end, ev.device_index(), ev.device_resource_id(), corr, name, activity)
 
 
 _DEVICE_ACTIVITIES = {
@@ -247,19 +248,22 @@ def _cpu_records(spans: List[_Span], kinds: FrozenSet[Kind], cpu_kernels: bool) 
     collectives."""
     spans.sort(key=lambda s: (s[3], s[0], -s[1]))
     top_level, self_ns = _operator_tree(spans)
+    pid = os.getpid()
     out: List[Record] = []
-    for i, (start, end, name, _tid, corr, is_op) in enumerate(spans):
+    for i, (start, end, name, _tid, corr, is_op, os_tid) in enumerate(spans):
         if not is_op:
             if Kind.MARKER in kinds:
-                out.append(_marker(start, end, name))
-        elif name.startswith(COMM_PREFIXES):
+                out.append(
+                    _marker(start, end, name, MarkerExtras(MARKER_DOMAIN, "Host", 2, corr, pid, os_tid))
+                )
+            continue
+        if top_level[i] and Kind.API in kinds:
+            out.append(_record(Kind.API, start, end, name, corr, "cpu_op", HostExtras(pid, os_tid)))
+        if name.startswith(COMM_PREFIXES):
             if Kind.COMMUNICATION in kinds:
-                out.append(_record(Kind.COMMUNICATION, start, end, HOST, name, corr, "cpu_op"))
-        else:
-            if top_level[i] and Kind.API in kinds:
-                out.append(_record(Kind.API, start, end, HOST, name, corr, "cpu_op"))
-            if cpu_kernels and Kind.KERNEL in kinds:
-                out.append(_record(Kind.KERNEL, start, start + self_ns[i], HOST, name, corr, SELF_TIME_TYPE))
+                out.append(_record(Kind.COMMUNICATION, start, end, name, corr, "cpu_op"))
+        elif cpu_kernels and Kind.KERNEL in kinds:
+            out.append(_record(Kind.KERNEL, start, start + self_ns[i], name, corr, SELF_TIME_TYPE))
     return out
 
 
@@ -271,7 +275,7 @@ def _operator_tree(spans: List[_Span]) -> Tuple[List[bool], List[int]]:
     top_level = [False] * len(spans)
     self_ns = [end - start for start, end, *_ in spans]
     stack: List[int] = []
-    for i, (start, end, _name, tid, _corr, is_op) in enumerate(spans):
+    for i, (start, end, _name, tid, _corr, is_op, _os_tid) in enumerate(spans):
         while stack and (spans[stack[-1]][3] != tid or spans[stack[-1]][1] <= start):
             stack.pop()
         above = nearest_op[stack[-1]] if stack else -1
@@ -284,14 +288,15 @@ def _operator_tree(spans: List[_Span]) -> Tuple[List[bool], List[int]]:
     return top_level, [max(0, t) for t in self_ns]
 
 
-def _record(kind: Kind, start: int, end: int, device: int, name: str, corr: int, type_: str) -> Record:
-    return Record(kind, start, end, device, 0, corr, clip_name(name), type_)
+def _record(
+    kind: Kind, start: int, end: int, name: str, corr: int, type_: str, host: Optional[HostExtras] = None
+) -> Record:
+    """A host record of the operator tree."""
+    return Record(kind, start, end, HOST, 0, corr, clip_name(name), type_, host)
 
 
-def _marker(start: int, end: int, name: str) -> Record:
-    return Record(
-        Kind.MARKER, start, end, HOST, 0, 0, clip_name(name), "", MarkerExtras(MARKER_DOMAIN, "Host", 2, 0)
-    )
+def _marker(start: int, end: int, name: str, extras: MarkerExtras) -> Record:
+    return Record(Kind.MARKER, start, end, HOST, 0, 0, clip_name(name), "", extras)
 
 
 def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
