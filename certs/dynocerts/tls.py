@@ -10,6 +10,8 @@ every handshake, so a renewed certificate, key or CA is served without a restart
 
 from __future__ import annotations
 
+import os
+import ssl
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -26,6 +28,23 @@ def server_configuration(material: Material) -> grpc.ServerCertificateConfigurat
     return grpc.ssl_server_certificate_configuration(
         [(pkcs8_pem(material.key), material.cert_pem)], root_certificates=material.ca_pem
     )
+
+
+def server_ssl_context(material: Material) -> ssl.SSLContext:
+    """The same mutual TLS for a server that is not gRPC (msMonitor's JSON RPC): TLS 1.2 or later, the
+    client verified against ``ca.crt``. The key goes to OpenSSL through an in-memory file: the standard
+    library loads keys from paths only, and this one must not touch a disk."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cadata=material.ca_pem.decode())
+    fd = os.memfd_create("dynolog-server-key", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, pkcs8_pem(material.key) + material.cert_pem)
+        context.load_cert_chain(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    return context
 
 
 def server_credentials(material: Material, fetch: Fetcher) -> grpc.ServerCredentials:

@@ -132,11 +132,24 @@ def peer_of(auth_context: Mapping[str, Iterable[bytes]]) -> Optional[Peer]:
     return peer_from_pem(pem) if pem else None
 
 
+class RefusalLog:
+    """Each refusal logged once per client and code: a refused client retrying must not flood the log."""
+
+    def __init__(self) -> None:
+        self._logged: set[Tuple[str, str]] = set()
+
+    def note(self, peer: Optional[Peer], method: str, refusal: Refusal) -> None:
+        key = (peer.describe() if peer else "-", refusal.code.name)
+        if key not in self._logged and len(self._logged) < 4096:
+            self._logged.add(key)
+            log.warning("refused %s: %s", method, refusal.message)
+
+
 class AuthInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, policy: AccessPolicy, revocation: Revocation) -> None:
+    def __init__(self, policy: AccessPolicy, revocation: Revocation, refusals: RefusalLog) -> None:
         self._policy = policy
         self._revocation = revocation
-        self._logged: set[Tuple[str, str]] = set()
+        self._refusals = refusals
 
     async def intercept_service(
         self,
@@ -150,15 +163,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             peer = peer_of(context.auth_context())
             refusal = authorize(peer, method, self._policy, self._revocation)
             if refusal is not None:
-                self._log(peer, method, refusal)
+                self._refusals.note(peer, method, refusal)
                 await context.abort(refusal.code, refusal.message)
 
         # An unknown method is authorized like any other first: a refused client learns nothing.
         return guarded(handler or UNIMPLEMENTED, enforce)
-
-    def _log(self, peer: Optional[Peer], method: str, refusal: Refusal) -> None:
-        # Once per client and code: a refused client retrying must not flood the log.
-        key = (peer.describe() if peer else "-", refusal.code.name)
-        if key not in self._logged and len(self._logged) < 4096:
-            self._logged.add(key)
-            log.warning("refused %s: %s", method, refusal.message)

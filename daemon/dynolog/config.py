@@ -101,6 +101,11 @@ class DaemonConfig:
         "127.0.0.1", "address the gRPC server binds (default 127.0.0.1, loopback only)"
     )
     enable_ipc_monitor: bool = flag(False, "serve the local IPC that processes register through")
+    legacy_rpc: bool = flag(
+        True,
+        "also serve, on the same port, the JSON RPC of dynolog's and msMonitor's dyno binaries "
+        "(in TLS under --certs-dir); --legacy-rpc=off serves gRPC alone",
+    )
     certs_dir: Optional[str] = flag(
         None, f"directory with ca.crt, server.crt, server.key for mutual TLS, or {NO_CERTS} for plaintext"
     )

@@ -21,7 +21,7 @@ from typing import Awaitable, Callable, Dict, Optional
 
 import grpc
 
-from .auth import peer_of
+from .auth import Peer, peer_of
 from .guards import UNIMPLEMENTED, Context, guarded
 
 log = logging.getLogger("dynolog.limits")
@@ -79,11 +79,16 @@ class Client:
     name: str  # as messages say it: 'alice', or at 10.0.0.7
 
 
-def client_of(context: Context) -> Client:
-    peer = peer_of(context.auth_context())
+def client_of(context: Context, peer_address: Callable[[str], str]) -> Client:
+    """The client of a gRPC call; *peer_address* names the connection's far end (the port in front of
+    gRPC relays connections, so gRPC itself sees a local one)."""
+    return client_for(peer_of(context.auth_context()), peer_host(peer_address(context.peer())))
+
+
+def client_for(peer: Optional[Peer], host: str) -> Client:
+    """The certificate's name when there is one, else the address: whichever wire the call came by."""
     if peer is not None:
         return Client(f"cn:{peer.common_name}", f"'{peer.common_name}'")
-    host = peer_host(context.peer())
     return Client(f"ip:{host}", f"at {host}")
 
 
@@ -182,8 +187,9 @@ Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Optional[grpc.RpcMe
 
 
 class LimitInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, limiter: ClientLimiter) -> None:
+    def __init__(self, limiter: ClientLimiter, peer_address: Callable[[str], str] = str) -> None:
         self._limiter = limiter
+        self._peer_address = peer_address
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -194,7 +200,7 @@ class LimitInterceptor(grpc.aio.ServerInterceptor):
         stream = bool(handler.request_streaming or handler.response_streaming)
 
         async def limit(context: Context) -> None:
-            client = client_of(context)
+            client = client_of(context, self._peer_address)
             refusal = self._limiter.admit(client, method, stream)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)

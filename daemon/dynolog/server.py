@@ -22,13 +22,15 @@ from dynoproto import SERVICE
 from msmonitor_plugin import wire
 
 from . import __version__, ipc, logs
-from .auth import AccessPolicy, AuthInterceptor
+from .auth import AccessPolicy, AuthInterceptor, RefusalLog
 from .config import NO_CERTS, DaemonConfig
 from .dispatch import IpcDispatcher
 from .incidents import incident_settings
 from .ipc import IpcError
+from .legacy.service import Authorization, LegacyService
 from .limits import ClientLimiter, LimitInterceptor, Limits
 from .node import Node
+from .port.listener import Port
 from .rpc.servicer import DynologService
 from .sinks import Sink, Sinks, jsonl
 from .sinks.jsonl import JsonlSink
@@ -49,8 +51,10 @@ class Daemon:
         self.ipc: Optional[IpcDispatcher] = None
         self.port: int = 0
         self._server: Optional[aio.Server] = None
+        self._port: Optional[Port] = None
         self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self._stopping = asyncio.Event()
+        self._refusals = RefusalLog()
 
     async def run(self) -> None:
         # Before the start: a supervisor may stop the daemon the moment it says it is ready, and the
@@ -82,18 +86,13 @@ class Daemon:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:
                 raise StartupError(str(exc)) from None
-        self._server = self._build_server(tls)
-        try:
-            if tls is None:
-                self.port = self._server.add_insecure_port(config.grpc_target)
-            else:
-                self.port = self._server.add_secure_port(config.grpc_target, tls.credentials())
-        except RuntimeError:
-            self.port = 0
-        if self.port == 0:
-            raise StartupError(
-                f"cannot listen on {config.grpc_target}: the port is in use or the address is not local"
-            )
+        limiter = self._limiter()
+        self._port = Port() if config.legacy_rpc else None
+        self._server = self._build_server(tls, limiter)
+        if self._port is not None:
+            self.port = await self._open_port(tls, limiter)
+        else:
+            self.port = self._add_grpc_port(config.grpc_target, tls)
         await self._server.start()
         for name in ("", SERVICE):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -102,12 +101,20 @@ class Daemon:
             log.warning("flag --%s belongs to the C++ dynolog and is ignored here", name)
         ipc = ", ".join(e.describe() for e in self.ipc.endpoints) if self.ipc else "off"
         log.info(
-            "dynolog %s serving gRPC on %s:%d, IPC %s", __version__, config.listen_address, self.port, ipc
+            "dynolog %s serving gRPC%s on %s:%d, IPC %s",
+            __version__,
+            " and the legacy JSON RPC" if self._port is not None else "",
+            config.listen_address,
+            self.port,
+            ipc,
         )
         # One line on stdout for supervisors and tests: the daemon is ready, and where.
         print(f"dynolog ready grpc={config.listen_address}:{self.port} ipc={ipc}", flush=True)
 
     async def stop(self) -> None:
+        if self._port is not None:
+            await self._port.close()
+            self._port = None
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
@@ -171,23 +178,67 @@ class Daemon:
         except CertsError as exc:
             raise StartupError(str(exc)) from None
 
-    def _interceptors(self, tls: Optional[ServerTls]) -> List[aio.ServerInterceptor]:
-        """Authorization first (plaintext has no identity to authorize), then the client's limits."""
+    def _add_grpc_port(self, target: str, tls: Optional[ServerTls]) -> int:
+        assert self._server is not None
+        try:
+            if tls is None:
+                port = self._server.add_insecure_port(target)
+            else:
+                port = self._server.add_secure_port(target, tls.credentials())
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise StartupError(f"cannot listen on {target}: the port is in use or the address is not local")
+        return port
+
+    async def _open_port(self, tls: Optional[ServerTls], limiter: Optional[ClientLimiter]) -> int:
+        """The port clients dial, in front of gRPC on a loopback port of its own (see dynolog.port)."""
         config = self.config
+        assert self._port is not None
+        grpc_port = self._add_grpc_port(f"{_GRPC_BEHIND}:0", tls)
+        authorization = (
+            Authorization(self._access_policy(), tls.revocations.revocation, self._refusals)
+            if tls is not None
+            else None
+        )
+        service = LegacyService(self.node, authorization, limiter, config.trace_roots)
+        try:
+            return await self._port.start(
+                config.listen_address, config.port, service, (_GRPC_BEHIND, grpc_port), tls
+            )
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {config.grpc_target}: {exc.strerror or exc} (is another dynolog running?)"
+            ) from None
+
+    def _access_policy(self) -> AccessPolicy:
+        config = self.config
+        return AccessPolicy(
+            tuple(config.operator_clients) if config.operator_clients is not None else None,
+            tuple(config.read_only_clients),
+        )
+
+    def _limiter(self) -> Optional[ClientLimiter]:
+        config = self.config
+        limits = Limits(config.client_rate_limit, config.client_rate_burst, config.max_client_streams)
+        return ClientLimiter(limits) if limits.enabled else None
+
+    def _interceptors(
+        self, tls: Optional[ServerTls], limiter: Optional[ClientLimiter]
+    ) -> List[aio.ServerInterceptor]:
+        """Authorization first (plaintext has no identity to authorize), then the client's limits."""
         interceptors: List[aio.ServerInterceptor] = []
         if tls is not None:
-            policy = AccessPolicy(
-                tuple(config.operator_clients) if config.operator_clients is not None else None,
-                tuple(config.read_only_clients),
+            interceptors.append(
+                AuthInterceptor(self._access_policy(), tls.revocations.revocation, self._refusals)
             )
-            interceptors.append(AuthInterceptor(policy, tls.revocations.revocation))
-        limits = Limits(config.client_rate_limit, config.client_rate_burst, config.max_client_streams)
-        if limits.enabled:
-            interceptors.append(LimitInterceptor(ClientLimiter(limits)))
+        if limiter is not None:
+            peer_address = self._port.peers.address if self._port is not None else str
+            interceptors.append(LimitInterceptor(limiter, peer_address))
         return interceptors
 
-    def _build_server(self, tls: Optional[ServerTls]) -> aio.Server:
-        server = aio.server(interceptors=self._interceptors(tls), options=SERVER_OPTIONS)
+    def _build_server(self, tls: Optional[ServerTls], limiter: Optional[ClientLimiter]) -> aio.Server:
+        server = aio.server(interceptors=self._interceptors(tls, limiter), options=SERVER_OPTIONS)
         DynologService(self.node, self.ipc, tls is not None, self.config.trace_roots).serve_on(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
@@ -196,6 +247,9 @@ class Daemon:
         )
         return server
 
+
+# Where gRPC listens behind the port (dynolog.port relays to it): loopback only, any free port.
+_GRPC_BEHIND = "127.0.0.1"
 
 SERVER_OPTIONS = [
     # No SO_REUSEPORT: a second daemon on the same port must fail, not share the traffic.

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import ssl
 import threading
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -25,7 +26,7 @@ from dynocerts.files import file_stamps
 from dynocerts.keys import PasswordSource
 from dynocerts.material import CA_CERT, CertsError, Material, own_files
 from dynocerts.policy import Role, Violation, check_covers, errors
-from dynocerts.tls import load_server, server_configuration, server_credentials
+from dynocerts.tls import load_server, server_configuration, server_credentials, server_ssl_context
 
 log = logging.getLogger("dynolog.tls")
 
@@ -43,6 +44,8 @@ class ServerTls:
         self._files = (str(material.directory / CA_CERT), self._cert_file, str(material.directory / key))
         self._stamps = file_stamps(self._files)
         self._lock = threading.Lock()  # gRPC fetches from its own threads, one per handshake
+        self._served_to_grpc = material
+        self._legacy: Tuple[Material, Optional[ssl.SSLContext]] = (material, None)
         self.revocations = RevocationWatch(material.crl_path, material.cas, material.ca_file)
 
     @classmethod
@@ -57,29 +60,45 @@ class ServerTls:
 
     def fetch(self) -> Optional[grpc.ServerCertificateConfiguration]:
         """A new configuration when the files changed into a usable set; None keeps the current one."""
+        self._follow()
+        with self._lock:
+            if self._material is self._served_to_grpc:
+                return None
+            self._served_to_grpc = material = self._material
+        return server_configuration(material)
+
+    def legacy_context(self) -> ssl.SSLContext:
+        """The set now served, for a TLS handshake of msMonitor's JSON RPC (made once per set)."""
+        self._follow()
+        with self._lock:
+            material, context = self._legacy
+            if material is not self._material or context is None:
+                context = server_ssl_context(self._material)
+                self._legacy = (self._material, context)
+        return context
+
+    def _follow(self) -> None:
+        """Take up a changed set if it is usable; each server learns of it at its next handshake."""
         try:
-            reloaded = self._reload_if_changed()
+            self._reload_if_changed()
         except Exception:  # an exception here would only reach gRPC's C core as "keep the old set"
             log.exception("reloading the TLS set from %s failed; still serving the previous one", self._dir)
-            return None
-        return server_configuration(reloaded) if reloaded is not None else None
 
     @property
     def _dir(self) -> Path:
         return self._material.directory
 
-    def _reload_if_changed(self) -> Optional[Material]:
+    def _reload_if_changed(self) -> None:
         stamps = file_stamps(self._files)  # before every handshake: three stat calls, nothing read
         with self._lock:
             if stamps == self._stamps:
-                return None
+                return
             # Taken before reading: a file changing while it is read is seen again at the next handshake.
             self._stamps = stamps
             material = self._check()
             if material is not None:
                 self._material = material
                 self.revocations.trust(material.cas)
-            return material
 
     def _check(self) -> Optional[Material]:
         try:

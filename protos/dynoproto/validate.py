@@ -14,6 +14,7 @@ mean "not given" (:func:`_given`).
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, List
 
@@ -301,7 +302,7 @@ def _names(field: str, values: Iterable[str]) -> List[FieldError]:
 def _config_safe(field: str, value: str) -> List[FieldError]:
     # Readers split lines as str.splitlines does (form feed, U+2028, ... end a line too) and trim each
     # value: a value must survive both unchanged, or the process reads something else than was accepted.
-    if "=" in value or "\0" in value or len(value.splitlines()) > 1 or value != value.strip():
+    if "=" in value or len(value.splitlines()) > 1 or value != value.strip():
         return [
             FieldError(
                 field,
@@ -309,4 +310,8 @@ def _config_safe(field: str, value: str) -> List[FieldError]:
                 f"(the config text is trimmed KEY=VALUE lines): {value!r}",
             )
         ]
+    # A control character (NUL, backspace, ESC, ...) has no place in a path or a name, and a client
+    # that does not escape its JSON (dynolog's and msMonitor's dyno) sends "\b" as one.
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        return [FieldError(field, f"may not contain a control character: {value!r}")]
     return []

@@ -1,0 +1,135 @@
+"""Answering one legacy request: who may call it (under mutual TLS), the client's rate, which command
+kind the config text is, admission, then the pipeline every wire shares."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Sequence
+
+from dynoproto import SERVICE, legacy
+from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import gputrace as gputrace_keys
+from msmonitor_plugin.kinds import nputrace as nputrace_keys
+
+from .. import __version__, admission
+from ..auth import AccessPolicy, Peer, RefusalLog, Revocation, authorize
+from ..kinds.gputrace import GpuTrace
+from ..kinds.npumonitor import NpuMonitor
+from ..kinds.nputrace import NpuTrace
+from ..limits import ClientLimiter, client_for
+from ..model import MsMonitorStatus
+from ..node import Node
+from . import answer
+from .request import Call, Failed, SetConfig, parse
+
+log = logging.getLogger("dynolog.legacy")
+
+# Keys only msMonitor's nputrace writes: a text without them is dynolog's gputrace (stock Kineto's).
+_NPUTRACE_ONLY = frozenset(k.name for k in nputrace_keys.KEYS) - {k.name for k in gputrace_keys.KEYS}
+_NPU_MONITOR_KEY = "NPU_MONITOR_START"  # msMonitor's daemon tells npu-monitor apart by it
+
+_RPC_OF_CALL = {legacy.GET_STATUS: "GetStatus", legacy.GET_VERSION: "GetVersion"}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: the verified certificate under mutual TLS, and the address."""
+
+    peer: Optional[Peer]
+    host: str
+
+    def describe(self) -> str:
+        return self.peer.describe() if self.peer is not None else f"at {self.host}"
+
+
+@dataclass(frozen=True)
+class Authorization:
+    policy: AccessPolicy
+    revocation: Revocation
+    refusals: RefusalLog
+
+
+class LegacyService:
+    def __init__(
+        self,
+        node: Optional[Node],
+        authorization: Optional[Authorization],  # None: plaintext, nobody to authorize
+        limiter: Optional[ClientLimiter],
+        trace_roots: Sequence[str] = (),
+    ) -> None:
+        self._node = node
+        self._authorization = authorization
+        self._limiter = limiter
+        self._trace_roots = tuple(trace_roots)
+
+    async def answer(self, body: bytes, caller: Caller) -> bytes:
+        """The reply to *body*; raises LegacyError for what gets none (the connection is closed)."""
+        request = parse(body)
+        method = f"/{SERVICE}/{self._rpc(request)}"
+        refusal = self._refusal(caller, method)
+        if refusal is not None:
+            return legacy.reply(answer.refused(refusal))
+        return legacy.reply(await self._answer(request, caller))
+
+    async def _answer(self, request: Any, caller: Caller) -> Dict[str, Any]:
+        if isinstance(request, Call):
+            if request.fn == legacy.GET_VERSION:
+                return answer.version(__version__)
+            return answer.status(self._status())
+        if isinstance(request, Failed):
+            return answer.refused(request.why)
+        return await self._command(request, caller)
+
+    async def _command(self, request: SetConfig, caller: Caller) -> Dict[str, Any]:
+        node = self._node
+        if node is None:
+            return answer.refused("this daemon runs without --enable-ipc-monitor: no process can register")
+        policy = node.commands[_kind(request.config)]
+        try:
+            command = policy.from_text(request.config, request.targets)
+        except configtext.ConfigTextError as exc:
+            return answer.refused(str(exc))
+        refusals = admission.refusals(type(policy), command, self._trace_roots)
+        if refusals:
+            return answer.refused("; ".join(refusals))
+        result = await node.pipeline.run(policy, command)
+        # The daemon's log names the trace: `dyno trace ID` follows it, whichever dyno started it.
+        log.info("legacy %s from %s: %s", policy.label(command), caller.describe(), result.message)
+        return answer.command(result)
+
+    def _status(self) -> MsMonitorStatus:
+        node = self._node
+        records = list(node.registry) if node is not None else []
+        slots = [node.traces.slot_of(r) for r in records] if node is not None else []
+        return MsMonitorStatus.of(records, slots)
+
+    def _rpc(self, request: Any) -> str:
+        """The gRPC method the request is the legacy spelling of: what it is authorized and limited as."""
+        if isinstance(request, Call):
+            return _RPC_OF_CALL[request.fn]
+        if isinstance(request, SetConfig):
+            return _kind(request.config)
+        return NpuTrace.rpc  # a malformed command is still a command: a read-only client learns nothing
+
+    def _refusal(self, caller: Caller, method: str) -> Optional[str]:
+        if self._authorization is not None:
+            auth = self._authorization
+            refused = authorize(caller.peer, method, auth.policy, auth.revocation)
+            if refused is not None:
+                auth.refusals.note(caller.peer, f"{method} (legacy JSON RPC)", refused)
+                return refused.message
+        if self._limiter is not None:
+            return self._limiter.admit(client_for(caller.peer, caller.host), method, stream=False)
+        return None
+
+
+def _kind(config: str) -> str:
+    """Which command kind the text is: the RPC it would have come by."""
+    try:
+        keys = set(configtext.parse(config))
+    except configtext.ConfigTextError:
+        keys = set()  # read again, and refused naming the line, by the kind it falls to
+    if _NPU_MONITOR_KEY in keys:
+        return NpuMonitor.rpc
+    return NpuTrace.rpc if keys & _NPUTRACE_ONLY else GpuTrace.rpc

@@ -1,0 +1,3 @@
+"""The daemon's one TCP port: each connection told apart by its first bytes (:mod:`.sniff`) and
+relayed to the gRPC server behind it (:mod:`.relay`), or answered here in dynolog's and msMonitor's
+legacy JSON RPC, plaintext or inside TLS (:mod:`.tls_stream`); :mod:`.listener` holds it together."""
