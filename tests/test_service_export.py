@@ -1,5 +1,7 @@
-"""`dyno service export`: a prof_dir of service profiler databases, as the plugin writes them, turned into
-a Chrome trace, CSV tables and one SQLite database, offline (no daemon)."""
+"""`dyno service export`: a prof_dir of service profiler databases — MindIE 26.0's layout (as the plugin
+writes it), MindIE 8.3's and this project's earlier one — turned into the files MindIE's analyser writes,
+offline (no daemon). The fixtures are written here from the published table definitions (the plugin's
+schema) and message format; the expected rows are worked out by hand from the analyser's rules."""
 
 from __future__ import annotations
 
@@ -13,69 +15,126 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
-from dyno.service_export import model
 from harness import BIN
 from msmonitor_plugin.service_profiler import schema
 
-T0 = 1_700_000_000_000_000_000  # epoch ns
+T0 = 1_700_000_000_000_000_000  # epoch ns: 2023-11-15 06:13:20 in Shanghai, the analyser's time zone
 MS = 1_000_000
-PY_TID = 140_654_292_227_776  # a Python thread ident: beyond the 32 bits Perfetto reads a tid in
-# The tables as the plugin creates them.
-SERVICE_SCHEMA = ";\n".join(table.create() for table in schema.SERVICE_TABLES)
-OPERATOR_SCHEMA = ";\n".join(table.create() for table in schema.OPERATOR_TABLES)
-Rows = Dict[str, Sequence[Tuple[Any, ...]]]
-FRONTEND: Rows = {  # nodeA-100: receives request r1 and answers it
-    "meta": [("hostname", "nodeA", T0), ("pid", "100", T0), ("role", "frontend", T0)],
-    "events": [
-        ("httpReq", "Request", T0, 11, "r1", '{"path":"/generate"}'),
-        ("httpRes", "Request", T0 + 5 * MS, 11, "r1", "{}"),
-    ],
-    "metrics": [
-        ("recvTokenSize", "Request", T0, 11, "r1", 12.0, "set", "req"),
-        ("replyTokenSize", "Request", T0 + 3 * MS, 11, "r1", 1.0, "inc", "req"),
-        ("replyTokenSize", "Request", T0 + 4 * MS, 11, "r1", 1.0, "inc", "req"),
-    ],
-}
-ENGINE: Rows = {  # nodeA-200: runs r1 alone, then r1 and r2 in a batch
-    "meta": [("hostname", "nodeA", T0), ("pid", "200", T0)],
-    "spans": [
-        ("forward", "ModelExecute", T0 + 1 * MS, T0 + 3 * MS, 21, "r1", '{"tokens":12}'),
-        ("batch", "BatchSchedule", T0 + 2 * MS, T0 + 4 * MS, PY_TID, '["r1","r2"]', '{"size":2}'),
-    ],
-    "metrics": [("queueSize", "BatchSchedule", T0 + 2 * MS, 22, "", 3.0, "set", "")],
-    "links": [("r1", "r2", "BatchSchedule", T0 + 2 * MS)],
-}
-OPERATORS: Rows = {  # operator timing of nodeA-200
-    "api": [("aclnnMatmul", T0 + 1 * MS, T0 + 2 * MS, 21, 7)],
-    "kernel": [("MatMul", "AI_CORE", T0 + 2 * MS, T0 + 2 * MS + 500, 0, 2, 7)],
-}
-OTHER_HOST: Rows = {  # nodeB-100, recorded later: no meta rows, so host and pid come from the file name
-    "events": [("httpReq", "Request", T0 + 10 * MS, 31, "r3", "{}")],
-    "spans": [("prefill", "ModelExecute", T0 + 11 * MS, T0 + 12 * MS, 32, "r3", "{}")],
-}
+T0_US = T0 // 1000
+Mark = Tuple[
+    str, str, float, float, int, Dict[str, Any]
+]  # name, domain, start (ms after T0), duration, tid, message
 
 
-def make_db(path: Path, schema: str, rows: Rows) -> None:
-    """A database as the plugin leaves it once recording stopped: WAL mode, cleanly closed."""
+def when(ms_after: float) -> str:
+    return f"2023-11-15 06:13:20:{int(ms_after * 1000):06d}"
+
+
+def write_26(path: Path, host: str, marks: Sequence[Mark], meta: Sequence[Tuple[str, str]] = ()) -> None:
+    """A MindIE 26.0 recording: slice rows as its writer makes them (track = tid, end = start + duration)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    pid = int(path.stem.rpartition("-")[2])
     db = sqlite3.connect(path)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.executescript(schema)
-    for table, values in rows.items():
-        for row in values:
-            db.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
+    for table in schema.SERVICE_TABLES:
+        db.execute(table.create())
+    db.executemany(schema.META.insert(), [("hostname", host, ""), *((k, v, "") for k, v in meta)])
+    for name, domain, start, duration, tid, message in marks:
+        ts, dur = T0 + int(start * MS), int(duration * MS)
+        row = (ts, dur, name, 0, tid, domain, json.dumps(message), "", ts + dur, "", pid, tid)
+        db.execute(schema.SLICE.insert(), row)
     db.commit()
     db.close()
+
+
+def write_83(path: Path, host: str, rows: Sequence[Tuple[str, int, float, float, int]]) -> None:
+    """A MindIE 8.3 recording: Mstx (message, flag 1 mark / 2 span, ...) and Meta(name, value)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute(schema.MSTX.create())
+    db.execute(schema.META_83.create())
+    db.execute(schema.META_83.insert(), ("hostname", host))
+    for i, (message, flag, start, duration, tid) in enumerate(rows):
+        ts = T0 + int(start * MS)
+        db.execute(schema.MSTX.insert(), (message, flag, i, ts, ts + int(duration * MS), 300, tid))
+    db.commit()
+    db.close()
+
+
+def write_legacy(path: Path) -> None:
+    """This project's earlier layout: events and metrics in tables of their own."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    for table in schema.LEGACY_TABLES:
+        db.execute(table.create())
+    db.execute("INSERT INTO meta VALUES ('hostname', 'nodeC', ?)", (T0,))
+    db.execute("INSERT INTO events VALUES ('httpReq', 'Request', ?, 31, 'r5', '{}')", (T0 + 40 * MS,))
+    db.execute(
+        "INSERT INTO metrics VALUES ('recvTokenSize', 'Request', ?, 31, 'r5', 9, 'set', 'req')",
+        (T0 + 40 * MS,),
+    )
+    db.execute("INSERT INTO events VALUES ('httpRes', 'Request', ?, 31, 'r5', '{}')", (T0 + 45 * MS,))
+    db.execute(
+        "INSERT INTO metrics VALUES ('replyTokenSize', 'Request', ?, 31, 'r5', 1, 'inc', 'req')",
+        (T0 + 45 * MS,),
+    )
+    db.commit()
+    db.close()
+
+
+def res(iteration: int) -> List[Dict[str, Any]]:
+    return [{"rid": "r1", "iter": iteration}, {"rid": "r2", "iter": iteration}]
+
+
+def queue(size: int) -> Dict[str, Any]:
+    return {"scope#QueueName": "WAITING", "QueueSize=": size, "type": 0}
+
+
+FRONTEND: List[Mark] = [  # nodeA-100: receives r1 and r2 and answers them
+    ("httpReq", "Request", 0, 0, 11, {"rid": "r1", "recvTokenSize=": 12, "type": 0}),
+    ("httpReq", "Request", 1, 0, 11, {"rid": "r2", "recvTokenSize=": 7, "type": 0}),
+    ("httpRes", "Request", 20, 0, 11, {"rid": "r1", "replyTokenSize=": 3, "type": 0}),
+    ("httpRes", "Request", 30, 0, 11, {"rid": "r2", "replyTokenSize=": 5, "type": 0}),
+]
+ENGINE: List[Mark] = [  # nodeA-200: queues them, then runs them together, a prefill and a decode
+    ("Enqueue", "Schedule", 2, 0, 21, {"rid": "r1", **queue(1)}),
+    ("Enqueue", "Schedule", 3, 0, 21, {"rid": "r2", **queue(2)}),
+    ("Dequeue", "Schedule", 4, 0, 21, {"rid": "r1", **queue(1)}),
+    ("Dequeue", "Schedule", 5, 0, 21, {"rid": "r2", **queue(0)}),
+    ("KVCacheStatus", "Schedule.KVCache", 5, 0, 21,
+     {"total_blocks": 100, "used_blocks": 10, "free_blocks": 90, "kvcache_usage_rate": 0.1, "type": 0}),
+    ("BatchSchedule", "Schedule", 5, 1, 21,
+     {"rid": res(0), "batch_size": 2, "batch_type": "Prefill", "type": 2}),
+    ("forward", "ModelExecute", 6.5, 3, 22, {"rid": res(0), "type": 2}),
+    ("modelExec", "ModelExecute", 6, 4, 22, {"rid": res(0), "batch_size": 2, "type": 2}),
+    ("BatchSchedule", "Schedule", 11, 1, 21,
+     {"rid": res(1), "batch_size": 2, "batch_type": "Decode", "type": 2}),
+    ("forward", "ModelExecute", 12.5, 2, 22, {"rid": res(1), "type": 2}),
+    ("modelExec", "ModelExecute", 12, 3, 22, {"rid": res(1), "batch_size": 2, "type": 2}),
+]  # fmt: skip
+MINDIE_83 = [  # nodeB-300: r3 as 8.3's JSON, r4 in its older quoting (^ for ", no braces)
+    ('{"domain": "Request", "name": "httpReq", "rid": "r3", "recvTokenSize=": 4, "type": 0}', 1, 50, 0, 41),
+    ('{"domain": "Request", "name": "httpRes", "rid": "r3", "replyTokenSize=": 2, "type": 0}', 1, 52, 0, 41),
+    ("^domain^:^Request^,^name^:^httpReq^,^rid^:^r4^,^recvTokenSize=^:6,", 1, 53, 0, 41),
+    ('{"domain": "Request", "name": "httpRes", "rid": "r4", "replyTokenSize=": 1, "type": 0}', 1, 60, 0, 41),
+    ('{"domain": "ModelExecute", "name": "forward", "rid": ["r3"], "type": 2}', 2, 51, 0.5, 42),
+]
 
 
 @pytest.fixture
 def prof_dir(tmp_path: Path) -> Path:
     root = tmp_path / "prof"
-    first, second = root / "0101-1200" / "Trace_Service", root / "0101-1300" / "Trace_Service"
-    make_db(first / "ms_service_nodeA-100.db", SERVICE_SCHEMA, FRONTEND)
-    make_db(first / "ms_service_nodeA-200.db", SERVICE_SCHEMA, ENGINE)
-    make_db(first / "ascend_service_profiler_nodeA-200.db", OPERATOR_SCHEMA, OPERATORS)
-    make_db(second / "ms_service_nodeB-100.db", SERVICE_SCHEMA, OTHER_HOST)
+    trace = root / "1115-0613" / "Trace_Service"
+    write_26(trace / "ms_service_nodeA-100.db", "nodeA", FRONTEND)
+    write_26(trace / "ms_service_nodeA-200.db", "nodeA", ENGINE, meta=[("dpRankId", "0")])
+    operators = sqlite3.connect(trace / "ascend_service_profiler_nodeA-200.db")
+    for table in schema.OPERATOR_TABLES:
+        operators.execute(table.create())
+    operators.execute(schema.API.insert(), ("aclnnMatmul", T0 + 7 * MS, T0 + 8 * MS, 22, 1))
+    operators.execute(schema.KERNEL.insert(), ("MatMul", "KERNEL_AICORE", T0 + 8 * MS, T0 + 9 * MS, 0, 2, 1))
+    operators.commit()
+    operators.close()
+    write_83(root / "1115-0614" / "ms_service_nodeB-300.db", "nodeB", MINDIE_83)  # 8.3: no Trace_Service
+    write_legacy(root / "1115-0615" / "Trace_Service" / "ms_service_nodeC-400.db")
     return root
 
 
@@ -92,157 +151,210 @@ def read_csv(path: Path) -> List[Dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def header(path: Path) -> List[str]:
+    return path.read_text().splitlines()[0].split(",")
+
+
 @pytest.fixture
 def exported(prof_dir: Path, tmp_path: Path) -> Iterator[Tuple[Path, subprocess.CompletedProcess]]:  # type: ignore[type-arg]
     out = tmp_path / "out"
-    result = export(prof_dir, out)
+    result = export(prof_dir, out, "--summary")
     assert result.returncode == 0, result.stderr
     yield out, result
 
 
-def test_writes_every_format_and_says_what_it_read(exported, prof_dir: Path):
+CSVS = ["request.csv", "batch.csv", "forward.csv", "kvcache.csv", "request_status.csv"]
+SUMMARIES = ["request_summary.csv", "batch_summary.csv", "service_summary.csv"]
+
+
+def test_writes_the_analysers_files_and_says_what_it_read(exported, prof_dir: Path):
     out, result = exported
-    names = ["chrome_tracing.json", "request.csv", "span.csv", "metric.csv", "profiler.db"]
+    names = ["chrome_tracing.json", *CSVS, "profiler.db", *SUMMARIES]
     assert sorted(p.name for p in out.iterdir()) == sorted(names)  # no temporary file left
     assert result.stdout.splitlines() == [f"wrote {out / name}" for name in names]
-    engine = prof_dir / "0101-1200" / "Trace_Service" / "ms_service_nodeA-200.db"
-    assert f"read 2 spans, 0 events, 1 metrics from {engine}\n" in result.stderr
+    engine = prof_dir / "1115-0613" / "Trace_Service" / "ms_service_nodeA-200.db"
+    assert f"read 5 events, 6 spans, 0 counters (mindie-26.0) from {engine}\n" in result.stderr
+    mindie_83 = prof_dir / "1115-0614" / "ms_service_nodeB-300.db"
+    assert f"read 4 events, 1 spans, 0 counters (mindie-8.3) from {mindie_83}\n" in result.stderr
+    assert "(msmonitor) from" in result.stderr
     operators = engine.with_name("ascend_service_profiler_nodeA-200.db")
     assert f"read 1 api calls, 1 kernels from {operators}\n" in result.stderr
-    assert len(result.stderr.splitlines()) == 4
     # reading left the inputs as they were: no -wal or -shm beside them
     assert not [p for p in prof_dir.rglob("*") if p.name.endswith(("-wal", "-shm"))]
 
 
-def test_chrome_trace_has_processes_slices_instants_counters_and_operators(exported):
+def test_request_csv(exported):
     out, _ = exported
-    trace = json.loads((out / "chrome_tracing.json").read_text())
-    assert trace["displayTimeUnit"] == "ms"
-    events = trace["traceEvents"]
-    names = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "process_name"}
-    assert set(names) == {"nodeA-100", "nodeA-200", "nodeB-100"}
-    assert names["nodeA-100"] == 100 and names["nodeA-200"] == 200
-    assert names["nodeB-100"] not in (100, 200)  # another host's pid 100: a pid of its own in the trace
-
-    by_name = {e["name"]: e for e in events if e["ph"] in "XiC"}
-    forward = by_name["forward"]
-    assert forward["ph"] == "X" and forward["pid"] == 200 and forward["tid"] == 21
-    assert forward["ts"] == (T0 + MS) / 1000 and forward["dur"] == 2000
-    assert forward["args"] == {"domain": "ModelExecute", "rid": "r1", "attrs": {"tokens": 12}}
-    batch = by_name["batch"]
-    assert batch["args"]["rid"] == ["r1", "r2"]
-    assert batch["tid"] == 2_000_000  # a lane of its own, named after the thread
-    names = [e["args"]["name"] for e in events if e["name"] == "thread_name" and e["tid"] == batch["tid"]]
-    assert names == [f"thread {PY_TID}"]
-    request = next(e for e in events if e["name"] == "httpReq" and e["args"]["rid"] == "r1")
-    assert request["ph"] == "i" and request["s"] == "t" and request["pid"] == 100
-    assert request["args"]["attrs"] == {"path": "/generate"}
-
-    counters = [e for e in events if e["ph"] == "C" and e["name"] == "replyTokenSize"]
-    assert [c["args"] for c in counters] == [{"replyTokenSize": 1.0}, {"replyTokenSize": 2.0}]  # inc adds
-    assert by_name["queueSize"]["ph"] == "C" and by_name["queueSize"]["args"] == {"queueSize": 3.0}
-
-    kernel = by_name["MatMul"]
-    assert kernel["ph"] == "X" and kernel["pid"] == 200 and kernel["tid"] == 1_000_002
-    lanes = [e for e in events if e["name"] == "thread_name" and e["tid"] == 1_000_002]
-    assert lanes[0]["args"] == {"name": "device 0 stream 2"}
-    assert by_name["aclnnMatmul"]["tid"] == 21
-
-
-def test_each_request_is_one_flow_across_processes(exported):
-    out, _ = exported
-    events = json.loads((out / "chrome_tracing.json").read_text())["traceEvents"]
-    flows: Dict[Any, List[Dict[str, Any]]] = {}
-    for e in events:
-        if e["ph"] in "stf":
-            assert e["cat"] == "request"
-            flows.setdefault(e["id"], []).append(e)
-    by_rid = {steps[0]["name"]: steps for steps in flows.values()}
-    assert set(by_rid) == {"r1", "r3"}  # r2 was only ever part of a batch
-    r1 = by_rid["r1"]
-    assert [(f["ph"], f["pid"], f["tid"], f["ts"]) for f in r1] == [
-        ("s", 100, 11, T0 / 1000),  # httpReq
-        ("t", 200, 21, (T0 + MS) / 1000),  # forward
-        ("f", 100, 11, (T0 + 5 * MS) / 1000),  # httpRes
-    ]
-    assert r1[-1]["bp"] == "e"
-    assert [f["ph"] for f in by_rid["r3"]] == ["s", "f"]
-
-
-def test_csv_tables(exported):
-    out, _ = exported
-    requests = read_csv(out / "request.csv")
-    assert [r["rid"] for r in requests] == ["r1", "r3"]
-    r1, r3 = requests
-    assert r1 == {
-        "rid": "r1",
-        "first_ns": str(T0),
-        "last_ns": str(T0 + 5 * MS),
-        "duration_ms": "5.0",
-        "events": "2",
-        "spans": "1",
-        "processes": "2",
-        "recvTokenSize": "12.0",
-        "replyTokenSize": "2.0",  # two increments of 1
-    }
-    assert r3["processes"] == "1" and r3["recvTokenSize"] == "" and r3["duration_ms"] == "2.0"
-
-    spans = read_csv(out / "span.csv")
-    assert list(spans[0]) == [
-        "host", "pid", "tid", "domain", "name", "rid", "start_ns", "end_ns", "duration_ms", "attrs",
+    assert header(out / "request.csv") == [
+        "http_rid", "start_datetime", "recv_token_size", "reply_token_size", "execution_time(ms)",
+        "queue_wait_time(ms)", "first_token_latency(ms)", "cache_hit_rate", "start_time(ms)",
     ]  # fmt: skip
-    assert [(s["host"], s["pid"], s["name"]) for s in spans] == [
-        ("nodeA", "200", "forward"),
-        ("nodeA", "200", "batch"),
-        ("nodeB", "100", "prefill"),
-    ]
-    assert spans[1]["rid"] == '["r1","r2"]' and spans[1]["duration_ms"] == "2.0"
-
-    metrics = read_csv(out / "metric.csv")
-    assert list(metrics[0]) == [
-        "host",
-        "pid",
-        "tid",
-        "domain",
-        "name",
-        "rid",
-        "ts_ns",
-        "value",
-        "kind",
-        "scope",
-    ]
-    assert [(m["name"], m["kind"], m["scope"]) for m in metrics] == [
-        ("recvTokenSize", "set", "req"),
-        ("queueSize", "set", ""),
-        ("replyTokenSize", "inc", "req"),
-        ("replyTokenSize", "inc", "req"),
-    ]
+    rows = {r["http_rid"]: list(r.values())[1:] for r in read_csv(out / "request.csv")}
+    start = T0_US // 1000
+    assert rows == {
+        # queue wait: Dequeue - Enqueue; first token: from httpReq to the end of its prefill modelExec
+        "r1": [when(0), "12.0", "3.0", "20.0", "2.0", "10.0", "N/A", f"{start}.0"],
+        "r2": [when(1), "7.0", "5.0", "29.0", "2.0", "9.0", "N/A", f"{start + 1}.0"],
+        "r3": [when(50), "4.0", "2.0", "2.0", "0.0", "0", "N/A", f"{start + 50}.0"],  # MindIE 8.3's
+        "r4": [when(53), "6.0", "1.0", "7.0", "0.0", "0", "N/A", f"{start + 53}.0"],  # 8.3's ^ quoting
+        "r5": [when(40), "9.0", "1.0", "5.0", "0.0", "0", "N/A", f"{start + 40}.0"],  # the older layout
+    }
+    assert list(rows) == ["r1", "r2", "r5", "r3", "r4"], "by start time"
 
 
-def test_profiler_db_merges_every_process(exported):
+def test_batch_csv(exported):
+    out, _ = exported
+    assert header(out / "batch.csv") == [
+        "name", "res_list", "start_datetime", "end_datetime", "during_time(ms)", "batch_type", "prof_id",
+        "batch_size", "total_blocks", "used_blocks", "free_blocks", "kvcache_usage_rate",
+        "prefill_batch_size", "decode_batch_size", "prefill_scheduled_tokens", "decode_scheduled_tokens",
+        "total_scheduled_tokens", "dp_rank", "start_time(ms)", "end_time(ms)",
+    ]  # fmt: skip
+    rows = [list(r.values()) for r in read_csv(out / "batch.csv")]
+    prof = "ms_service_nodeA-200"
+    kv = ["100", "10", "90", "0.1"]  # the KVCacheStatus nearest the schedule span
+    none = ["0", "0", "0", "0"]
+    assert rows == [
+        ["BatchSchedule", str(res(0)), when(5), when(6), "1.0", "Prefill", prof, "2.0", *kv,
+         "2", "0", "0", "0", "0", "0", f"{T0_US + 5000}.0", f"{T0_US + 6000}.0"],
+        ["modelExec", str(res(0)), when(6), when(10), "4.0", "", prof, "2.0", *none,
+         "2", "0", "0", "0", "0", "0", f"{T0_US + 6000}.0", f"{T0_US + 10000}.0"],
+        ["BatchSchedule", str(res(1)), when(11), when(12), "1.0", "Decode", prof, "2.0", *kv,
+         "0", "2", "0", "0", "0", "0", f"{T0_US + 11000}.0", f"{T0_US + 12000}.0"],
+        ["modelExec", str(res(1)), when(12), when(15), "3.0", "", prof, "2.0", *none,
+         "0", "2", "0", "0", "0", "0", f"{T0_US + 12000}.0", f"{T0_US + 15000}.0"],
+    ]  # fmt: skip
+
+
+def test_forward_csv(exported):
+    out, _ = exported
+    rows = read_csv(out / "forward.csv")
+    assert list(rows[0]) == [
+        "name", "relative_start_time(ms)", "start_datetime", "end_datetime", "during_time(ms)",
+        "bubble_time(ms)", "batch_size", "batch_type", "forward_iter", "dp_rank", "prof_id", "hostname",
+        "start_time(ms)", "end_time(ms)",
+    ]  # fmt: skip
+    engine = [r for r in rows if r["prof_id"] == "ms_service_nodeA-200"]
+    assert [
+        (r["forward_iter"], r["during_time(ms)"], r["bubble_time(ms)"], r["dp_rank"]) for r in engine
+    ] == [
+        ("1", "3.0", "3.0", "0"),  # the next forward starts 3 ms after this one ends
+        ("2", "2.0", "", "0"),
+    ]
+    assert [r["relative_start_time(ms)"] for r in engine] == ["0.0", "6.0"]
+    assert engine[0]["start_time(ms)"] == f"{T0_US // 1000 + 6.5}" and engine[0]["hostname"] == "nodeA"
+
+
+def test_kvcache_and_request_status_csv(exported):
+    out, _ = exported
+    assert read_csv(out / "kvcache.csv") == [
+        {"name": "KVCacheStatus", "start_time": when(5), "total_blocks": "100", "used_blocks": "10",
+         "free_blocks": "90", "blocks_allocated": "", "blocks_freed": "", "kvcache_usage_rate": "0.1"},
+    ]  # fmt: skip
+    status = [list(r.values()) for r in read_csv(out / "request_status.csv")]
+    assert header(out / "request_status.csv") == [
+        "hostuid", "pid", "start_datetime", "relative_timestamp(ms)", "waiting", "running", "swapped",
+        "timestamp(ms)",
+    ]  # fmt: skip
+    start = T0_US // 1000
+    assert status == [
+        ["nodeA", "200", when(2), "0.0", "1.0", "", "", f"{start + 2}.0"],
+        ["nodeA", "200", when(3), "1.0", "2.0", "", "", f"{start + 3}.0"],
+        ["nodeA", "200", when(4), "2.0", "1.0", "", "", f"{start + 4}.0"],
+        ["nodeA", "200", when(5), "3.0", "0.0", "", "", f"{start + 5}.0"],
+    ]
+
+
+def test_mindies_block_actions_make_the_other_kvcache_csv(tmp_path: Path):
+    marks: List[Mark] = [
+        ("Allocate", "KVCache", 1, 0, 5, {"rid": "r1", "deviceBlock=": 60, "type": 0}),
+        ("Free", "KVCache", 2, 0, 5, {"rid": "r1", "deviceBlock=": 80, "type": 0}),
+        ("httpReq", "Request", 0, 0, 5, {"rid": "r1", "type": 0}),
+    ]
+    write_26(tmp_path / "prof" / "d" / "Trace_Service" / "ms_service_h-1.db", "h", marks)
+    result = export(tmp_path / "prof", tmp_path / "out", "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    assert [list(r.values()) for r in read_csv(tmp_path / "out" / "kvcache.csv")] == [
+        ["r1", "Allocate", "2023-11-15 06:13:20", "60.0", "0.25"],  # (80 - 60) / the most ever free
+        ["r1", "Free", "2023-11-15 06:13:20", "80.0", "0.0"],
+    ]
+    for name in ("batch.csv", "forward.csv", "request_status.csv", "request.csv"):
+        assert f"not written: {tmp_path / 'out' / name}: no rows: it needs" in result.stderr
+    assert not (tmp_path / "out" / "batch.csv").exists()
+
+
+def test_chrome_trace_draws_tracks_flows_through_batches_and_kv_counters(exported):
+    out, _ = exported
+    events = json.loads((out / "chrome_tracing.json").read_text())
+    assert isinstance(events, list), "a JSON list, as the analyser writes"
+    names = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "process_name"}
+    assert set(names) == {"nodeA-100", "nodeA-200", "nodeB-300", "nodeC-400"}
+    batch = next(e for e in events if e["name"] == "BatchSchedule")
+    assert batch["ph"] == "X" and batch["tid"] == "Schedule(21)" and batch["pid"] == 200
+    assert batch["ts"] == T0_US + 5000 and batch["dur"] == 1000
+    assert batch["args"]["res_list"] == res(0) and batch["args"]["start_datetime"] == when(5)
+    assert batch["args"]["batch_size"] == 2 and batch["args"]["tid"] == 21
+    request = next(e for e in events if e["name"] == "httpReq" and e["args"]["rid"] == "r1")
+    assert request["ph"] == "I" and request["dur"] == 0 and request["args"]["recvTokenSize="] == 12
+    flow = [(e["ph"], e["tid"]) for e in events if e.get("id") == "r1" and e["ph"] in "stf"]
+    assert flow == [
+        ("s", "Request(11)"),  # httpReq
+        *[("t", "Schedule(21)")] * 3,  # Enqueue, Dequeue, BatchSchedule
+        ("t", "ModelExecute(22)"), ("t", "ModelExecute(22)"),  # modelExec, forward
+        ("t", "Schedule(21)"), ("t", "ModelExecute(22)"), ("t", "ModelExecute(22)"),
+        ("f", "Request(11)"),  # httpRes
+    ]  # fmt: skip
+    kv = [e for e in events if e["ph"] == "C" and e["name"] == "KVCache"]
+    assert [e["args"] for e in kv] == [{"total_blocks": 100.0, "used_blocks": 10.0, "free_blocks": 90.0}]
+    kernel = next(e for e in events if e["name"] == "MatMul")
+    assert kernel["ph"] == "X" and kernel["tid"] == "Kernel(device 0 stream 2)" and kernel["pid"] == 200
+
+
+def test_profiler_db_has_the_analysers_tables_and_views(exported):
     out, _ = exported
     db = sqlite3.connect(out / "profiler.db")
     try:
-        count = {
-            table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("meta", "spans", "events", "metrics", "links", "api", "kernel")
-        }
-        assert count == {"meta": 5, "spans": 3, "events": 3, "metrics": 4, "links": 1, "api": 1, "kernel": 1}
-        hosts = db.execute("SELECT DISTINCT host, pid FROM spans ORDER BY host, pid").fetchall()
-        assert hosts == [("nodeA", 200), ("nodeB", 100)]
-        assert db.execute("SELECT host, pid, name, device, stream FROM kernel").fetchall() == [
-            ("nodeA", 200, "MatMul", 0, 2)
+        tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        views = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+        assert tables >= {"process", "thread", "slice", "counter", "flow", "request", "batch", "batch_req",
+                          "batch_exec", "forward", "kvcache", "request_status", "data_table", "api",
+                          "kernel"}  # fmt: skip
+        assert views == {"request_data", "batch_info", "forward_info", "kvcache_usage"}
+        assert db.execute("SELECT count(*) FROM slice").fetchone() == (len(FRONTEND) + len(ENGINE) + 5 + 2,)
+        assert db.execute('SELECT http_rid, "execution_time(ms)" FROM request_data ORDER BY 1').fetchall()[
+            :2
+        ] == [
+            ("r1", 20.0),
+            ("r2", 29.0),
         ]
-        columns = [row[1] for row in db.execute("PRAGMA table_info(spans)")]
-        assert columns == ["host", "pid", "name", "domain", "start_ns", "end_ns", "tid", "rid", "attrs"]
+        assert db.execute("SELECT rid, iter FROM batch_req WHERE batch_id = 2").fetchall() == [
+            ("r1", 1),
+            ("r2", 1),
+        ]
+        flows = db.execute("SELECT type FROM flow WHERE flow_id = 'r1' ORDER BY timestamp").fetchall()
+        assert flows[0] == ("s",) and flows[-1] == ("f",) and len(flows) == 10
     finally:
         db.close()
+
+
+def test_summary_writes_what_msserviceprofiler_analyze_does(exported):
+    out, _ = exported
+    requests = {r["Metric"]: r for r in read_csv(out / "request_summary.csv")}
+    assert list(next(iter(requests.values()))) == ["Metric", "Average", "Max", "Min", "P50", "P90", "P99"]
+    assert requests["exec_time (ms)"]["Max"] == "29.0" and requests["exec_time (ms)"]["Min"] == "2.0"
+    assert requests["input_token_num"]["P50"] == "7.0"  # of 12, 7, 4, 6, 9
+    batches = {r["Metric"]: r for r in read_csv(out / "batch_summary.csv")}
+    assert (
+        batches["prefill_batch_num"]["Average"] == "2.0" and batches["decode_exec_time (ms)"]["Max"] == "3.0"
+    )
+    service = {r["Metric"]: r["Value"] for r in read_csv(out / "service_summary.csv")}
+    assert service["total_input_token_num"] == "38.0" and service["total_generated_token_num"] == "12.0"
 
 
 @pytest.mark.parametrize(
     ("formats", "files"),
     [
-        (["--format", "csv"], {"request.csv", "span.csv", "metric.csv"}),
+        (["--format", "csv"], set(CSVS)),
         (["--format", "json,db"], {"chrome_tracing.json", "profiler.db"}),
         (["--format", "json", "db"], {"chrome_tracing.json", "profiler.db"}),  # as MindIE's parse takes it
         (["--format", "db", "--format", "json"], {"chrome_tracing.json", "profiler.db"}),
@@ -267,25 +379,76 @@ def test_json_prints_a_summary_and_no_progress(prof_dir: Path, tmp_path: Path):
     result = export(prof_dir, out, "--format", "csv", "--json")
     assert result.returncode == 0 and result.stderr == ""
     summary = json.loads(result.stdout)
-    assert summary["processes"] == ["nodeA-100", "nodeA-200", "nodeB-100"]
-    assert summary["rows"]["spans"] == 3 and summary["requests"] == 2
-    assert summary["written"] == [str(out / n) for n in ("request.csv", "span.csv", "metric.csv")]
+    assert summary["processes"] == ["nodeA-100", "nodeA-200", "nodeB-300", "nodeC-400"]
+    assert summary["layouts"] == {"mindie-26.0": 2, "mindie-8.3": 1, "msmonitor": 1}
+    assert summary["rows"]["spans"] == 7 and summary["written"] == [str(out / n) for n in CSVS]
 
 
-def test_a_database_still_being_written_is_refused(prof_dir: Path, tmp_path: Path):
-    path = prof_dir / "0101-1300" / "Trace_Service" / "ms_service_nodeB-100.db"
-    writer = sqlite3.connect(path)  # a recording process, still connected: its -wal file exists
+HOLD = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("INSERT INTO slice (timestamp, name) VALUES (1, 'later')")
+db.commit()
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def writer(prof_dir: Path) -> Iterator[Tuple[Path, subprocess.Popen]]:  # type: ignore[type-arg]
+    """Another process with a recording open in WAL mode (as MindIE's writer and the plugin's are)."""
+    path = prof_dir / "1115-0613" / "Trace_Service" / "ms_service_nodeA-100.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
-        writer.execute("INSERT INTO events VALUES ('later', 'Request', 0, 1, '', '{}')")
-        writer.commit()
-        assert path.with_name(path.name + "-wal").exists()
-        result = export(prof_dir, tmp_path / "out")
+        assert proc.stdout is not None and proc.stdout.readline() == "open\n"
+        yield path, proc
     finally:
-        writer.close()
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_a_database_still_open_in_a_writer_is_refused(writer, prof_dir: Path, tmp_path: Path):
+    path, _ = writer
+    result = export(prof_dir, tmp_path / "out")
     assert result.returncode == 1
-    assert f"{path}: still being written (its -wal file exists)" in result.stderr
+    assert f"{path}: still being written (a process has it open)" in result.stderr
     assert '"enable": 0' in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_wal_and_shm_files_left_behind_are_read_not_refused(writer, prof_dir: Path, tmp_path: Path):
+    path, proc = writer
+    proc.kill()  # it dies with the database open: its -wal (holding a row) and -shm stay, unlocked
+    proc.wait(timeout=30)
+    assert path.with_name(path.name + "-wal").stat().st_size > 0
+    result = export(prof_dir, tmp_path / "out", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    events = json.loads((tmp_path / "out" / "chrome_tracing.json").read_text())
+    assert any(e["name"] == "later" for e in events), "the row in the left-behind -wal is read"
+    assert path.with_name(path.name + "-wal").stat().st_size > 0, "the inputs are not changed"
+
+
+def test_a_recording_without_marks_says_why_and_fails(tmp_path: Path):
+    write_26(tmp_path / "prof" / "d" / "Trace_Service" / "ms_service_h-1.db", "h", [])
+    result = export(tmp_path / "prof", tmp_path / "out")
+    assert result.returncode == 1
+    assert "nothing recorded in" in result.stderr and "the tables are empty" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_database_of_another_kind_is_named(tmp_path: Path):
+    path = tmp_path / "prof" / "ms_service_h-1.db"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE other (x)")
+    result = export(tmp_path / "prof", tmp_path / "out")
+    assert (
+        result.returncode == 1
+        and f"{path}: not a service profiler recording (tables: other;" in result.stderr
+    )
 
 
 def test_nothing_to_export_says_where_it_looked(tmp_path: Path):
@@ -315,11 +478,3 @@ def test_exporting_needs_no_grpc_and_help_no_sqlite(prof_dir: Path, tmp_path: Pa
     assert loaded("grpc,google,cryptography", "--json", *args) == []
     assert (tmp_path / "out" / "profiler.db").exists()
     assert loaded("sqlite3,csv,dyno.commands.service", "--help") == []
-
-
-def test_each_row_type_has_its_tables_columns_in_order():
-    """The exporter's rows are the plugin's schema: profiler.db and the readers name fields after it."""
-    for table in schema.TABLES.values():
-        fields = model.ROW_TYPES[table.name].__dataclass_fields__
-        assert list(fields) == ["process", *table.column_names], table.name
-        assert isinstance(getattr(model.Recording(), table.name), list)

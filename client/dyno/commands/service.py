@@ -1,7 +1,7 @@
 """``dyno service``: the inference service profiler's recordings (MindIE's service profiler, recorded by
-the plugin), read offline: no daemon needed.
+the plugin or by MindIE 8.3 / 26.0 itself), read offline: no daemon needed.
 
-dyno service export --input-path ~/.ms_server_profiler --output-path ./out --format json csv db
+dyno service export --input-path ~/.ms_server_profiler --output-path ./out --format json csv db --summary
 """
 
 from __future__ import annotations
@@ -44,6 +44,13 @@ EXPORT_FLAGS = (
         " (default: all three)",
         repeat=True,
     ),
+    Flag(
+        "--summary",
+        None,
+        bool,
+        False,
+        "also request_summary.csv, batch_summary.csv, service_summary.csv (msserviceprofiler analyze's)",
+    ),
     # `--format json csv db` as MindIE's parse takes it: argparse gives the words after the first here.
     Flag("formats", None, str, None, "more --format values, as in --format json csv db", repeat=True),
 )
@@ -62,18 +69,22 @@ def _formats(args: Namespace) -> List[str]:
 
 
 def export(target: Target, args: Namespace) -> None:
-    """Export a service profiler recording (a prof_dir) as a trace, CSV tables and one database.
+    """Export a service profiler recording (a prof_dir) as MindIE's analyser does, without CANN.
 
     dyno service export --input-path ~/.ms_server_profiler --output-path ./out --format json csv db
-      -> out/chrome_tracing.json (Perfetto), out/request.csv, out/span.csv, out/metric.csv, out/profiler.db
+      -> out/chrome_tracing.json, out/request.csv, batch.csv, forward.csv, kvcache.csv,
+         request_status.csv, out/profiler.db (the files of python -m ms_service_profiler.parse)
 
-    Reads every Trace_Service/ms_service_*.db under --input-path (every dated folder, every process)
+    Reads every ms_service_*.db under --input-path: MindIE 26.0's and this plugin's (slice tables, in
+    <MMDD-HHMM>/Trace_Service/), MindIE 8.3's (Mstx, no Trace_Service/) and msMonitor's earlier ones,
     and the ascend_service_profiler_*.db beside them (operator timing); needs no daemon.
-      json: chrome_tracing.json for https://ui.perfetto.dev or chrome://tracing: spans, events,
-            metrics as counters, operators, and each request's path across processes as a flow
-      csv:  request.csv (one row per request id), span.csv, metric.csv
-      db:   profiler.db, every table of every process in one SQLite file, with host and pid columns
-    A database still being written (its -wal file exists) is refused: set "enable": 0 first.
+      json: chrome_tracing.json for MindStudio Insight, https://ui.perfetto.dev or chrome://tracing
+      csv:  the analyser's CSV files, with its columns and units; one the recording has no rows for is
+            not written, and the reason is printed
+      db:   profiler.db, the analyser's tables and views
+    --summary adds request_summary.csv, batch_summary.csv and service_summary.csv.
+    A recording with no marks at all is an error (exit 1), as is a database still open in a writer
+    (set "enable": 0 first); -wal/-shm files another reader left behind are fine.
     Prints one line per database read on stderr (with --json, a summary on stdout instead).
     """
     from .. import service_export as se
@@ -86,8 +97,8 @@ def export(target: Target, args: Namespace) -> None:
     inputs = se.find_inputs(root)
     if not inputs.all:
         raise CliError(
-            f"no recording under {root}: looked for */{se.TRACE_DIR}/{se.SERVICE_PREFIX}*.db and"
-            f" {se.OPERATOR_PREFIX}*.db in every folder below it",
+            f"no recording under {root}: looked for {se.SERVICE_PREFIX}*.db and {se.OPERATOR_PREFIX}*.db"
+            " in every folder below it",
             EXIT_FAILED,
         )
     progress = (lambda line: None) if target.json else (lambda line: print(line, file=sys.stderr))
@@ -95,38 +106,71 @@ def export(target: Target, args: Namespace) -> None:
         se.check_finished(inputs.all)
         recording = se.read_all(inputs, progress)
         se.check_finished(inputs.all)  # one that started again while read
-        written = se.write(recording, output, formats)
+        _check_not_empty(recording, inputs)
+        written, skipped = se.write(recording, output, formats)
+        if args.summary:
+            written += _summaries(recording, output, skipped)
     except se.ExportError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     except OSError as exc:
         raise CliError(f"{exc.filename or output}: {exc.strerror or exc}", EXIT_FAILED) from None
     if target.json:
-        print_json(_summary(inputs, recording, root, output, written))
+        print_json(_report(inputs, recording, root, output, written, skipped))
         return
+    for name, why in skipped.items():
+        print(f"not written: {output / name}: {why}", file=sys.stderr)
     for path in written:
         print(f"wrote {path}")
 
 
-def _summary(
-    inputs: Inputs, recording: Recording, root: Path, output: Path, written: List[Path]
-) -> Dict[str, Any]:
-    from ..service_export import requests
+def _check_not_empty(recording: Recording, inputs: Inputs) -> None:
+    from ..service_export import ExportError
 
+    if not (recording.marks or recording.counters or recording.api or recording.kernel):
+        names = ", ".join(str(p) for p in inputs.service) or "no service database"
+        raise ExportError(
+            f"nothing recorded in {names}: the tables are empty (was recording on, and did the service"
+            " call the profiler at its level and domains?)"
+        )
+
+
+def _summaries(recording: Recording, output: Path, skipped: Dict[str, str]) -> List[Path]:
+    from ..service_export.reporters.csv_tables import Skipped
+    from ..service_export.summary import write_summaries
+
+    try:
+        return write_summaries(recording, output)
+    except Skipped as why:
+        skipped["request_summary.csv"] = str(why)
+        return []
+
+
+def _report(
+    inputs: Inputs,
+    recording: Recording,
+    root: Path,
+    output: Path,
+    written: List[Path],
+    skipped: Dict[str, str],
+) -> Dict[str, Any]:
+    from ..service_export.model import SPAN
+
+    spans = sum(m.kind == SPAN for m in recording.marks)
     return {
         "input_path": str(root),
         "output_path": str(output),
         "inputs": [str(p) for p in inputs.all],
+        "layouts": recording.layouts,
         "processes": [p.label for p in recording.processes()],
         "rows": {
-            "spans": len(recording.spans),
-            "events": len(recording.events),
-            "metrics": len(recording.metrics),
-            "links": len(recording.links),
+            "events": len(recording.marks) - spans,
+            "spans": spans,
+            "counters": len(recording.counters),
             "api": len(recording.api),
             "kernel": len(recording.kernel),
         },
-        "requests": len(requests(recording)),
         "written": [str(p) for p in written],
+        "skipped": skipped,
     }
 
 

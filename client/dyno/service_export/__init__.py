@@ -1,12 +1,14 @@
-"""A service profiler recording (a ``prof_dir``) as files people open: a Chrome/Perfetto trace, CSV
-tables and one merged SQLite database — what ``dyno service export`` writes.
+"""A service profiler recording (a ``prof_dir``) as the files MindIE's analyser writes
+(``python -m ms_service_profiler.parse``): ``request.csv``, ``batch.csv``, ``forward.csv``,
+``kvcache.csv``, ``request_status.csv``, ``chrome_tracing.json`` and ``profiler.db`` — what
+``dyno service export`` writes, without pandas or CANN; ``--summary`` adds the summaries of
+``msserviceprofiler analyze``.
 
-The plugin records each process of an inference service into
-``<prof_dir>/<MMDD-HHMM>/Trace_Service/ms_service_<host>-<pid>.db`` and, with operator timing on,
-``ascend_service_profiler_<host>-<pid>.db`` beside it; their tables are the plugin's
-:mod:`msmonitor_plugin.service_profiler.schema`. Here they are found and checked to be finished
-(:mod:`.discover`), read into one :class:`~.model.Recording` of typed rows (:mod:`.read`, :mod:`.model`;
-per request: :mod:`.per_request`) and written by format (:mod:`.reporters`). Standard library only.
+It reads MindIE 26.0's recordings (``<prof_dir>/<MMDD-HHMM>/Trace_Service/ms_service_<host>-<pid>.db``,
+``slice`` and its tables, as this plugin writes too), MindIE 8.3's (``Mstx``, no ``Trace_Service/``) and
+this project's earlier ones: found and checked to be finished (:mod:`.discover`), read into one
+:class:`~.model.Recording` of marks (:mod:`.read`, :mod:`.model`), derived as the analyser derives
+(:mod:`.analysis`, :mod:`.summary`) and written by format (:mod:`.reporters`). Standard library only.
 """
 
 from .discover import (
@@ -19,7 +21,6 @@ from .discover import (
     find_inputs,
 )
 from .model import Process, Recording
-from .per_request import Request, requests
 from .read import read_all
 from .reporters import FORMATS, write
 
@@ -32,10 +33,8 @@ __all__ = [
     "Inputs",
     "Process",
     "Recording",
-    "Request",
     "check_finished",
     "find_inputs",
     "read_all",
-    "requests",
     "write",
 ]

@@ -1,7 +1,16 @@
-"""Finding a recording's databases under a prof_dir, and refusing those still being written."""
+"""Finding a recording's databases under a prof_dir, and refusing those still being written.
+
+MindIE 26.0 and this plugin write ``<prof_dir>/<MMDD-HHMM>/Trace_Service/ms_service_<host>-<pid>.db``;
+MindIE 8.3 wrote the same name without ``Trace_Service/``. Every ``ms_service_*.db`` below the root is one
+(as MindIE's analyser finds them), and ``ascend_service_profiler_*.db`` beside one holds its operators.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Tuple
@@ -9,6 +18,12 @@ from typing import Iterable, Tuple
 from msmonitor_plugin.service_profiler.schema import OPERATOR_PREFIX, SERVICE_PREFIX, TRACE_DIR
 
 from .model import Process
+
+# The analyser's pattern (data_source/db_data_source.py): ms_service_ then host-pid.
+_SERVICE_NAME = re.compile(rf"^{SERVICE_PREFIX}[\w.-]+\.db$")
+_OPERATOR_NAME = re.compile(rf"^{OPERATOR_PREFIX}[\w.-]+\.db$")
+# struct flock on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid (padded to 32 bytes).
+_FLOCK = struct.Struct("hhqqi4x")
 
 
 class ExportError(Exception):
@@ -26,25 +41,46 @@ class Inputs:
 
 
 def find_inputs(root: Path) -> Inputs:
-    """Every ``Trace_Service/ms_service_*.db`` and ``ascend_service_profiler_*.db`` under *root* (every
-    dated folder, every process; *root* may be a ``Trace_Service`` folder itself), sorted."""
+    """Every service and operator database under *root* (every dated folder, with or without
+    ``Trace_Service/``, every process; *root* may be one of those folders), sorted."""
 
-    def found(prefix: str) -> Tuple[Path, ...]:
-        paths = (p for p in root.rglob(f"{prefix}*.db") if p.parent.name == TRACE_DIR and p.is_file())
+    def found(pattern: re.Pattern) -> Tuple[Path, ...]:
+        paths = (p for p in root.rglob("*.db") if pattern.match(p.name) and p.is_file())
         return tuple(sorted(paths))
 
-    return Inputs(found(SERVICE_PREFIX), found(OPERATOR_PREFIX))
+    return Inputs(found(_SERVICE_NAME), found(_OPERATOR_NAME))
+
+
+def locked_by_another(path: Path) -> bool:
+    """Another process holds a lock on *path*: SQLite's connections to a database in WAL mode hold one on
+    its ``-shm`` file for as long as they are open, and a process that exited holds none."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        query = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        l_type = _FLOCK.unpack(fcntl.fcntl(fd, fcntl.F_GETLK, query))[0]
+        return l_type != fcntl.F_UNLCK
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def still_written(path: Path) -> bool:
+    """The database is open in a writer (a connection holds its ``-shm``); ``-wal`` and ``-shm`` files
+    that a reader or a dead process left behind do not count."""
+    wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+    return wal.exists() and locked_by_another(shm)
 
 
 def check_finished(paths: Iterable[Path]) -> None:
-    """Refuse a database still being written: in WAL mode SQLite keeps ``<file>-wal`` while a connection
-    is open and removes it on a clean close."""
     for path in paths:
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists():
+        if still_written(path):
             raise ExportError(
-                f'{path}: still being written (its -wal file exists): set "enable": 0 and export once'
-                " recording stopped (or, if its process died, open and close it with sqlite3 to recover)"
+                f'{path}: still being written (a process has it open): set "enable": 0 and export once'
+                " recording stopped"
             )
 
 
@@ -52,3 +88,16 @@ def process_from_name(path: Path, prefix: str) -> Process:
     """``<prefix><host>-<pid>.db`` as its process (a host may contain dashes; the pid is the last part)."""
     host, _, pid = path.stem[len(prefix) :].rpartition("-")
     return Process(host, int(pid)) if host and pid.isdigit() else Process(path.stem[len(prefix) :], 0)
+
+
+__all__ = [
+    "OPERATOR_PREFIX",
+    "SERVICE_PREFIX",
+    "TRACE_DIR",
+    "ExportError",
+    "Inputs",
+    "check_finished",
+    "find_inputs",
+    "process_from_name",
+    "still_written",
+]

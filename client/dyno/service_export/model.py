@@ -1,16 +1,15 @@
-"""A recording as rows: one dataclass per table of the plugin's schema
-(:mod:`msmonitor_plugin.service_profiler.schema`), each row with the process that recorded it, its fields
-named and ordered as the table's columns; and what the stored values mean (request ids, attributes,
-metric series)."""
+"""A recording as typed rows, whichever writer made it: each mark (an event, a span or a link) with its
+process and its message's attributes, counters, meta, and operator timing; and what the attributes mean
+(request ids, a batch's requests, metrics), as MindIE's analyser reads them."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Union
+from typing import Any, Dict, List, Optional, Tuple
 
-Rid = Union[str, List[str]]
+EVENT, SPAN, LINK = "event", "span", "link"
 
 
 def ms(ns: int) -> float:
@@ -27,64 +26,44 @@ class Process:
         return f"{self.host}-{self.pid}"
 
 
-@dataclass(frozen=True, slots=True)
-class Meta:
-    process: Process
-    key: str
-    value: str
-    ts_ns: int
+@dataclass(frozen=True)
+class Mark:
+    """One row of MindIE's ``slice`` (26.0) or ``Mstx`` (8.3), or of this project's older tables."""
 
-
-@dataclass(frozen=True, slots=True)
-class Span:
     process: Process
+    prof_id: str  # the database's name without .db, as the analyser names a recording's rows
     name: str
     domain: str
     start_ns: int
     end_ns: int
     tid: int
-    rid: str  # as stored: an id, a JSON array of ids (a batch), or ''
-    attrs: str  # a JSON object
+    kind: str  # EVENT | SPAN | LINK
+    attrs: Dict[str, Any]  # the message: rid, "name=" / "name+" metrics, "scope#Name", attributes
 
     @property
-    def duration_ms(self) -> float:
-        return ms(self.end_ns - self.start_ns)
+    def rid(self) -> Any:
+        return self.attrs.get("rid", "")
+
+    def metric(self, name: str) -> Optional[float]:
+        """The value set (``name=``) or added (``name+``) by this mark, if it carries one."""
+        for key in (f"{name}=", f"{name}+", name):
+            value = self.attrs.get(key)
+            if value is not None:
+                with contextlib.suppress(TypeError, ValueError):
+                    return float(value)
+        return None
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+@dataclass(frozen=True)
+class Counter:
     process: Process
     name: str
     domain: str
     ts_ns: int
-    tid: int
-    rid: str
-    attrs: str
+    values: Dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Metric:
-    process: Process
-    name: str
-    domain: str
-    ts_ns: int
-    tid: int
-    rid: str
-    value: float
-    kind: str  # set | inc
-    scope: str  # as given, 'req' for a request's, or ''
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    process: Process
-    from_rid: str
-    to_rid: str
-    domain: str
-    ts_ns: int
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Api:
     process: Process
     name: str
@@ -94,7 +73,7 @@ class Api:
     correlation_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Kernel:
     process: Process
     name: str
@@ -106,75 +85,68 @@ class Kernel:
     correlation_id: int
 
 
-# Per table of the schema, the type of its rows (Recording has a list of them under the table's name).
-ROW_TYPES: Dict[str, Callable[..., Any]] = {
-    "meta": Meta,
-    "spans": Span,
-    "events": Event,
-    "metrics": Metric,
-    "links": Link,
-    "api": Api,
-    "kernel": Kernel,
-}
-
-
 @dataclass
 class Recording:
-    """Rows read from one database, or from all of them merged."""
+    """Rows read from one database, or from all of them merged; ``layouts`` says which writer's each was."""
 
-    meta: List[Meta] = field(default_factory=list)
-    spans: List[Span] = field(default_factory=list)
-    events: List[Event] = field(default_factory=list)
-    metrics: List[Metric] = field(default_factory=list)
-    links: List[Link] = field(default_factory=list)
+    marks: List[Mark] = field(default_factory=list)
+    counters: List[Counter] = field(default_factory=list)
+    meta: Dict[Process, Dict[str, str]] = field(default_factory=dict)
     api: List[Api] = field(default_factory=list)
     kernel: List[Kernel] = field(default_factory=list)
-    has_operators: bool = False  # an operator database was read (profiler.db then has api and kernel)
+    layouts: Dict[str, int] = field(default_factory=dict)  # layout -> databases read in it
 
     def extend(self, other: Recording) -> None:
-        self.meta += other.meta
-        self.spans += other.spans
-        self.events += other.events
-        self.metrics += other.metrics
-        self.links += other.links
+        self.marks += other.marks
+        self.counters += other.counters
+        for process, values in other.meta.items():
+            self.meta.setdefault(process, {}).update(values)
         self.api += other.api
         self.kernel += other.kernel
-        self.has_operators = self.has_operators or other.has_operators
+        for layout, n in other.layouts.items():
+            self.layouts[layout] = self.layouts.get(layout, 0) + n
 
     def processes(self) -> List[Process]:
-        tables = (self.meta, self.spans, self.events, self.metrics, self.links, self.api, self.kernel)
-        return sorted({row.process for rows in tables for row in rows})
+        rows: Tuple[Any, ...] = (*self.marks, *self.counters, *self.api, *self.kernel)
+        return sorted({row.process for row in rows} | set(self.meta))
 
 
-# --- what the stored values mean ------------------------------------------------------------------------
+# --- what the attributes mean -------------------------------------------------------------------------
 
 
-def parse_rid(text: str) -> Rid:
-    """An id, or the list of ids of a batch (stored as a JSON array)."""
-    if text.startswith("["):
-        with contextlib.suppress(ValueError):
-            ids = json.loads(text)
-            if isinstance(ids, list):
-                return [str(i) for i in ids]
-    return text
-
-
-def parse_attrs(text: str) -> Any:
-    """The attributes as an object; text that is not JSON stays text, and NaN or Infinity (which
-    Python writes but JSON has not) stays a word."""
+def parse_message(text: str) -> Dict[str, Any]:
+    """A message as an object: JSON, or 8.3's older form (``^`` for quotes, no braces, a trailing comma);
+    NaN or Infinity stays a word; anything else is no attributes."""
+    text = (text or "").strip()
     if not text:
         return {}
+    if not text.startswith("{"):
+        text = "{" + text.replace("^", '"').rstrip(",") + "}"
     try:
-        return json.loads(text, parse_constant=str)
+        value = json.loads(text, parse_constant=str)
     except ValueError:
-        return text
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
-def single(rid: str) -> bool:
-    """The row carries one request's id (not a batch's list, not none)."""
-    return bool(rid) and isinstance(parse_rid(rid), str)
+def batch_members(rid: Any) -> List[Tuple[str, Optional[int]]]:
+    """A mark's requests: each id with its iteration (``iter``) when a batch's ``res`` gives it (vLLM's
+    ``iter_size`` is a token count, not an iteration, for the analyser too)."""
+    items = rid if isinstance(rid, list) else [rid] if rid not in ("", None) else []
+    members: List[Tuple[str, Optional[int]]] = []
+    for item in items:
+        if isinstance(item, dict):
+            iteration = item.get("iter")
+            members.append((str(item.get("rid", "")), int(iteration) if isinstance(iteration, int) else None))
+        else:
+            members.append((str(item), None))
+    return members
 
 
-def after(current: float, metric: Metric) -> float:
-    """A metric's series after *metric*: ``set`` replaces the value, ``inc`` adds to it."""
-    return current + metric.value if metric.kind == "inc" else metric.value
+def single_rid(rid: Any) -> str:
+    """The id of a mark of one request ('' for a batch, none, or an id the analyser refuses: with a comma,
+    brace or colon)."""
+    if isinstance(rid, (list, dict)) or rid in ("", None):
+        return ""
+    text = str(rid)
+    return "" if any(c in text for c in ",{:") else text

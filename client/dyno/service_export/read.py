@@ -1,89 +1,216 @@
-"""Reading the databases into one :class:`~.model.Recording`: each table of the schema its columns cast
-to the type the rows hold, whatever a writer stored (NULL as '' or 0), in the order written."""
+"""Reading the databases into one :class:`~.model.Recording`, whichever writer made each:
+
+- ``mindie-26.0``: ``slice`` (with ``counter`` and ``Meta``), as MindIE 26.0 and this plugin write;
+- ``mindie-8.3``: ``Mstx`` and ``Meta``, the message holding the name and domain;
+- ``msmonitor``: this project's earlier tables (``spans``, ``events``, ``metrics``, ``links``, ``meta``),
+  each metric folded into the message of the mark it was recorded with, as MindIE's Profiler puts it.
+
+A database whose ``-wal`` another reader or a dead writer left behind is read with that file's content
+(from a copy: the inputs are never changed).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
-from msmonitor_plugin.service_profiler.schema import (
-    OPERATOR_PREFIX,
-    OPERATOR_TABLES,
-    SERVICE_PREFIX,
-    SERVICE_TABLES,
-    TABLES,
-    Table,
-)
+from msmonitor_plugin.service_profiler import schema
+from msmonitor_plugin.service_profiler.schema import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
 
 from .discover import ExportError, Inputs, process_from_name
-from .model import ROW_TYPES, Process, Recording
+from .model import EVENT, LINK, SPAN, Api, Counter, Kernel, Mark, Process, Recording, parse_message
 
-_READ = {
-    "TEXT": "coalesce(CAST({} AS TEXT), '')",
-    "INTEGER": "CAST(coalesce({}, 0) AS INTEGER)",
-    "REAL": "CAST(coalesce({}, 0) AS REAL)",
-}
-# A span without an end: a point at its start.
-_READ_AS = {("spans", "end_ns"): "CAST(coalesce({}, start_ns, 0) AS INTEGER)"}
+Rows = List[Tuple[Any, ...]]
 
 
-def _select(table: Table) -> str:
-    forms = (_READ_AS.get((table.name, c.name), _READ[c.type]).format(c.name) for c in table.columns)
-    return f"SELECT {', '.join(forms)} FROM {table.name} ORDER BY rowid"
+class _Db:
+    """One input database, open read-only, with its tables and their columns."""
 
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
+        names = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        self.columns = {n.lower(): [r[1] for r in db.execute(f'PRAGMA table_info("{n}")')] for n in names}
 
-def _rows(db: sqlite3.Connection, table: Table, tables: Sequence[str]) -> List[Tuple[Any, ...]]:
-    """The table's rows in the order written; none when the table is missing."""
-    return db.execute(_select(table)).fetchall() if table.name in tables else []
+    def has(self, table: str, *columns: str) -> bool:
+        found = self.columns.get(table.lower())
+        return found is not None and all(c in found for c in columns)
+
+    def rows(self, sql: str) -> Rows:
+        return self.db.execute(sql).fetchall()
 
 
 @contextlib.contextmanager
-def _open(path: Path) -> Iterator[Tuple[sqlite3.Connection, List[str]]]:
-    """The database read-only and immutable (it creates no -wal or -shm file), with its table names."""
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error as exc:
-        raise ExportError(f"{path}: cannot open: {exc}") from None
-    try:
-        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        yield db, tables
-    except sqlite3.Error as exc:
-        raise ExportError(f"{path}: cannot read: {exc}") from None
-    finally:
-        db.close()
+def _open(path: Path) -> Iterator[_Db]:
+    """The database read-only; immutable (it creates no -wal or -shm file) unless a left-behind -wal holds
+    rows, then a private copy of both, which SQLite recovers."""
+    wal = path.with_name(path.name + "-wal")
+    with contextlib.ExitStack() as stack:
+        source = path
+        if wal.exists() and wal.stat().st_size > 0:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dyno-export-")))
+            source = folder / path.name
+            shutil.copyfile(path, source)
+            shutil.copyfile(wal, folder / wal.name)
+        uri = f"{source.resolve().as_uri()}?mode=ro" + ("&immutable=1" if source == path else "")
+        try:
+            db = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise ExportError(f"{path}: cannot open: {exc}") from None
+        stack.callback(db.close)
+        try:
+            yield _Db(db, path)
+        except sqlite3.Error as exc:
+            raise ExportError(f"{path}: cannot read: {exc}") from None
 
 
-def _identity(meta: Sequence[Tuple[Any, ...]], fallback: Process) -> Process:
-    """The process as its meta rows name it (the last 'hostname' and 'pid'), else as its file name does."""
-    values = {key: value for key, value, _ in meta}
-    host = values.get("hostname") or fallback.host
-    pid = values.get("pid", "")
-    return Process(host, int(pid)) if pid.strip().isdigit() else Process(host, fallback.pid)
+def _meta(db: _Db) -> Dict[str, str]:
+    if db.has("meta", "name", "value"):
+        return {str(k): str(v) for k, v in db.rows("SELECT name, value FROM meta ORDER BY rowid")}
+    if db.has("meta", "key", "value"):
+        return {str(k): str(v) for k, v in db.rows("SELECT key, value FROM meta ORDER BY rowid")}
+    return {}
 
 
-def _fill(
-    recording: Recording, wanted: Sequence[Table], process: Process, db: sqlite3.Connection, tables: List[str]
-) -> Recording:
-    """*recording* with the rows of each *wanted* table, as *process*'s."""
-    for table in wanted:
-        make = ROW_TYPES[table.name]
-        getattr(recording, table.name).extend(make(process, *row) for row in _rows(db, table, tables))
-    return recording
+def _process(meta: Dict[str, str], path: Path) -> Process:
+    """The process as its file name says (MindIE writes no pid into Meta), on the host Meta names."""
+    named = process_from_name(path, SERVICE_PREFIX)
+    host = meta.get("hostname") or named.host
+    pid = meta.get("pid", "")
+    return Process(host, int(pid) if pid.strip().isdigit() else named.pid)
+
+
+def _kind(attrs: Dict[str, Any], is_span: bool) -> str:
+    kind = attrs.get("type")
+    if kind == MarkType.TYPE_LINK:
+        return LINK
+    return SPAN if is_span or kind == MarkType.TYPE_SPAN else EVENT
+
+
+def _slices(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
+    rows = db.rows(
+        "SELECT coalesce(name, ''), coalesce(cat, ''), coalesce(timestamp, 0),"
+        " coalesce(end_time, timestamp, 0), coalesce(duration, 0), coalesce(tid, 0), coalesce(args, '')"
+        " FROM slice ORDER BY id"
+    )
+    marks = []
+    for name, domain, start, end, duration, tid, args in rows:
+        attrs = parse_message(args)
+        marks.append(
+            Mark(*where, name, domain, start, max(end, start), tid, _kind(attrs, duration > 0), attrs)
+        )
+    return marks
+
+
+def _mstx(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
+    rows = db.rows(
+        "SELECT coalesce(message, ''), coalesce(flag, 0), coalesce(timestamp, 0),"
+        " coalesce(endTimestamp, timestamp, 0), coalesce(tid, 0) FROM mstx ORDER BY markId"
+    )
+    marks = []
+    for message, flag, start, end, tid in rows:
+        attrs = parse_message(message)
+        name, domain = str(attrs.pop("name", "")), str(attrs.pop("domain", ""))
+        kind = _kind(attrs, flag == SPAN_FLAG)
+        marks.append(Mark(*where, name, domain, start, max(end, start), tid, kind, attrs))
+    return marks
+
+
+def _counters(db: _Db, process: Process) -> List[Counter]:
+    if not db.has("counter", "name", "timestamp", "cat", "args"):
+        return []
+    rows = db.rows("SELECT name, coalesce(cat, ''), coalesce(timestamp, 0), args FROM counter ORDER BY id")
+    return [Counter(process, str(n), d, ts, parse_message(a)) for n, d, ts, a in rows]
+
+
+def _legacy(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
+    """The older tables as marks; a metric joins the message of the mark its call recorded (same thread
+    and time), or stands as a "Launch" event of its own."""
+    found: Dict[Tuple[int, int], Dict[str, Any]] = {}
+    marks: List[Mark] = []
+
+    def add(name: str, domain: str, start: int, end: int, tid: int, rid: str, attrs: str, kind: str) -> None:
+        message = {"rid": _legacy_rid(rid), **parse_message(attrs)} if rid else parse_message(attrs)
+        marks.append(Mark(*where, name, domain, start, max(end, start), tid, kind, message))
+        found[tid, end] = message
+
+    for name, domain, start, end, tid, rid, attrs in _table_rows(db, "spans", _SPANS):
+        add(name, domain, start, end, tid, rid, attrs, SPAN)
+    for name, domain, ts, tid, rid, attrs in _table_rows(db, "events", _EVENTS):
+        add(name, domain, ts, ts, tid, rid, attrs, EVENT)
+    for name, domain, ts, tid, rid, value, kind, scope in _table_rows(db, "metrics", _METRICS):
+        message = found.get((tid, ts))
+        if message is None:
+            add("Launch", domain, ts, ts, tid, rid, "", EVENT)
+            message = found[tid, ts]
+        message[f"{name}{'+' if kind == 'inc' else '='}"] = value
+        if scope:
+            message["scope#"] = scope
+    for from_rid, to_rid, domain, ts in _table_rows(db, "links", _LINKS):
+        message = {"type": int(MarkType.TYPE_LINK), "from": from_rid, "to": to_rid}
+        marks.append(Mark(*where, "Link", domain, ts, ts, 0, LINK, message))
+    return sorted(marks, key=lambda m: m.start_ns)
+
+
+def _legacy_rid(text: str) -> Any:
+    """A batch was stored as a JSON array of ids."""
+    if text.startswith("["):
+        ids = parse_message('{"ids": ' + text + "}").get("ids")
+        if isinstance(ids, list):
+            return ids
+    return text
+
+
+def _table_rows(db: _Db, table: str, columns: Sequence[str]) -> Rows:
+    """The table's rows in the order written, NULL as '' or 0; none when the table is missing."""
+    if table not in db.columns:
+        return []
+    defaults = ["" if c in _TEXT else 0 for c in columns]
+    rows = db.rows(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid")
+    return [tuple(d if v is None else v for v, d in zip(row, defaults)) for row in rows]
+
+
+_TEXT = {"name", "type", "domain", "rid", "attrs", "kind", "scope", "from_rid", "to_rid"}
+_SPANS, _EVENTS, _METRICS, _LINKS = (
+    schema.LEGACY[t].column_names for t in ("spans", "events", "metrics", "links")
+)
+_LAYOUTS: Sequence[Tuple[str, Callable[[_Db], bool], Callable[[_Db, Tuple[Process, str]], List[Mark]]]] = (
+    ("mindie-26.0", lambda db: db.has("slice", "args", "cat"), _slices),
+    ("mindie-8.3", lambda db: db.has("mstx", "message", "flag"), _mstx),
+    ("msmonitor", lambda db: "spans" in db.columns or "events" in db.columns, _legacy),
+)
 
 
 def read_service(path: Path) -> Tuple[Process, Recording]:
-    """The process that recorded the database, and its rows."""
-    with _open(path) as (db, tables):
-        process = _identity(_rows(db, TABLES["meta"], tables), process_from_name(path, SERVICE_PREFIX))
-        recording = _fill(Recording(), SERVICE_TABLES, process, db, tables)
-    return process, recording
+    """The process that recorded the database, and its rows; an unknown layout is an error naming it."""
+    with _open(path) as db:
+        meta = _meta(db)
+        process = _process(meta, path)
+        for layout, matches, marks in _LAYOUTS:
+            if matches(db):
+                recording = Recording(
+                    marks=marks(db, (process, path.stem)),
+                    counters=_counters(db, process),
+                    meta={process: meta},
+                    layouts={layout: 1},
+                )
+                return process, recording
+    tables = ", ".join(sorted(db.columns)) or "none"
+    raise ExportError(
+        f"{path}: not a service profiler recording (tables: {tables}; expected slice, Mstx or spans/events)"
+    )
 
 
 def read_operator(path: Path, process: Process) -> Recording:
-    with _open(path) as (db, tables):
-        return _fill(Recording(has_operators=True), OPERATOR_TABLES, process, db, tables)
+    with _open(path) as db:
+        api = _table_rows(db, "api", schema.API.column_names)
+        kernel = _table_rows(db, "kernel", schema.KERNEL.column_names)
+    return Recording(
+        api=[Api(process, *row) for row in api], kernel=[Kernel(process, *row) for row in kernel]
+    )
 
 
 def read_all(inputs: Inputs, progress: Callable[[str], None] = lambda line: None) -> Recording:
@@ -94,9 +221,11 @@ def read_all(inputs: Inputs, progress: Callable[[str], None] = lambda line: None
     for path in inputs.service:
         process, recording = read_service(path)
         beside[path.parent, path.name[len(SERVICE_PREFIX) :]] = process
+        (layout,) = recording.layouts
+        spans = sum(m.kind == SPAN for m in recording.marks)
         progress(
-            f"read {len(recording.spans)} spans, {len(recording.events)} events,"
-            f" {len(recording.metrics)} metrics from {path}"
+            f"read {len(recording.marks) - spans} events, {spans} spans, {len(recording.counters)} counters"
+            f" ({layout}) from {path}"
         )
         merged.extend(recording)
     for path in inputs.operator:

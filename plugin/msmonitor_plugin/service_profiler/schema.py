@@ -130,7 +130,9 @@ THREAD = _table(
 # name/value pairs; the analyser makes each name a column of every row, so none may be a slice column
 # (no "pid"): hostname and ppid, as MindIE writes, and add_meta_info's.
 META = _table("Meta", "name TEXT", "value TEXT", "slice TEXT")
-# MindIE 8.3: flag tells a span (ACTIVITY_FLAG_MARKER_SPAN) from a mark.
+# MindIE 8.3 (DbExecutorServiceData.h, DbExecutorMetaData.h): flag 1 a mark, 2 a span; Meta without slice.
+MARK_FLAG, SPAN_FLAG = 1, 2
+META_83 = _table("Meta", "name TEXT", "value TEXT")
 MSTX = _table(
     "Mstx",
     "message TEXT",

@@ -1,51 +1,59 @@
-"""``--format csv``: ``request.csv`` (one row per request id, with its metrics), ``span.csv`` and
-``metric.csv``."""
+"""``--format csv``: the analyser's CSV files, each with its columns (:mod:`..analysis`). A file the
+recording has no rows for is not written (as the analyser does), and the reason is said."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, List, Sequence
 
+from .. import analysis
 from ..model import Recording
-from ..per_request import requests
 from .atomic import replacing
 
-SPAN_CSV = ("host", "pid", "tid", "domain", "name", "rid", "start_ns", "end_ns", "duration_ms", "attrs")
-METRIC_CSV = ("host", "pid", "tid", "domain", "name", "rid", "ts_ns", "value", "kind", "scope")
-REQUEST_CSV = ("rid", "first_ns", "last_ns", "duration_ms", "events", "spans", "processes")
+
+class Skipped(Exception):
+    """An output the recording has nothing for; the message says what it needed."""
 
 
-def _csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     with replacing(path) as temp, temp.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
+        writer = csv.writer(out, lineterminator="\n")  # as pandas writes
         writer.writerow(header)
         writer.writerows(rows)
 
 
-def _cell(row: Any, column: str) -> Any:
-    """A row's value for a CSV column: its own field, or its process's host or pid."""
-    return getattr(row.process, column) if column in ("host", "pid") else getattr(row, column)
-
-
-def write_span_csv(recording: Recording, path: Path) -> None:
-    spans = sorted(recording.spans, key=lambda s: (s.start_ns, s.process, s.tid))
-    _csv(path, SPAN_CSV, ([_cell(s, c) for c in SPAN_CSV] for s in spans))
-
-
-def write_metric_csv(recording: Recording, path: Path) -> None:
-    metrics = sorted(recording.metrics, key=lambda m: (m.ts_ns, m.process, m.tid))
-    _csv(path, METRIC_CSV, ([_cell(m, c) for c in METRIC_CSV] for m in metrics))
+def _table(rows: List[Any], needs: str, path: Path) -> None:
+    """*rows* (dataclasses of :mod:`..analysis`) under their columns, or :class:`Skipped` naming *needs*."""
+    if not rows:
+        raise Skipped(f"no rows: it needs {needs}")
+    write_csv(path, analysis.columns(type(rows[0])), map(analysis.cells, rows))
 
 
 def write_request_csv(recording: Recording, path: Path) -> None:
-    """REQUEST_CSV, then a column per metric recorded with a request id (``metric_`` before a name
-    that is one of REQUEST_CSV); a request without that metric leaves it empty."""
-    rows = requests(recording)
-    names = sorted({name for req in rows for name in req.metrics})
-    header = [*REQUEST_CSV, *(f"metric_{n}" if n in REQUEST_CSV else n for n in names)]
-    _csv(
-        path,
-        header,
-        ([*(getattr(r, c) for c in REQUEST_CSV), *(r.metrics.get(n, "") for n in names)] for r in rows),
-    )
+    rows = analysis.request_rows(recording)
+    if rows and all(r.recv_token_size == r.reply_token_size == r.execution_time == "" for r in rows):
+        rows = []  # the analyser's rule: nothing but ids is not a request table
+    _table(rows, "marks of one request id (httpReq, httpRes, recvTokenSize=, replyTokenSize=)", path)
+
+
+def write_batch_csv(recording: Recording, path: Path) -> None:
+    rows = analysis.batch_rows(recording)
+    if not rows:
+        raise Skipped("no rows: it needs batch spans (BatchSchedule or batchFrameworkProcessing, modelExec)")
+    write_csv(path, analysis.batch_columns(rows), map(analysis.batch_cells, rows))
+
+
+def write_forward_csv(recording: Recording, path: Path) -> None:
+    needs = "forward spans and a BatchSchedule or batchFrameworkProcessing span"
+    _table(analysis.forward_rows(recording), needs, path)
+
+
+def write_kvcache_csv(recording: Recording, path: Path) -> None:
+    needs = "marks of domain KVCache or Schedule.KVCache (Allocate/Free with deviceBlock=, or KVCacheStatus)"
+    _table(analysis.kvcache_rows(recording), needs, path)
+
+
+def write_request_status_csv(recording: Recording, path: Path) -> None:
+    needs = "scheduler marks with scope#QueueName (WAITING, RUNNING, SWAPPED) and QueueSize="
+    _table(analysis.request_status_rows(recording), needs, path)

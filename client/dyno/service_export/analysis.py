@@ -1,0 +1,465 @@
+"""What MindIE's analyser (``ms_service_profiler.parse``, 26.0) derives from a recording's marks, without
+pandas: one typed row per line of its ``request.csv``, ``batch.csv``, ``forward.csv``, ``kvcache.csv``
+and ``request_status.csv``, by the same marker names and rules. Each row type's fields carry their CSV
+column names (:func:`columns`).
+
+Its units are kept, the odd ones included: times are microseconds in its data frames; ``request.csv``'s
+``start_time(ms)`` and ``execution_time(ms)`` are whole milliseconds (floored); ``batch.csv``'s
+``start_time(ms)`` and ``end_time(ms)`` hold microseconds (it renames the column without converting);
+datetimes are Asia/Shanghai wall time (its fixed choice), ``%Y-%m-%d %H:%M:%S:%f``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import math
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .model import SPAN, Mark, Process, Recording, batch_members, single_rid
+
+Cell = Any  # a CSV cell: a number, a string, or "" (missing)
+SHANGHAI = datetime.timezone(datetime.timedelta(hours=8))
+RESPONSE_NAMES = ("httpRes", "DecodeEnd", "sendResponse", "outputSync")
+BATCH_EXEC_NAMES = ("modelExec", "modelRunnerExec", "Execute", "specDecoding")
+SCHEDULE_NAMES = ("BatchSchedule", "batchFrameworkProcessing")
+KVCACHE_DOMAINS = ("KVCache", "Schedule.KVCache")
+KV_STATUS_COLUMNS = ("total_blocks", "used_blocks", "free_blocks", "kvcache_usage_rate")
+QUEUES = ("WAITING", "RUNNING", "SWAPPED")  # request_status.csv's columns, in order
+
+
+def columns(row_type: type) -> List[str]:
+    """A row type's CSV header: its fields, under the names in its ``COLUMNS`` where those differ."""
+    renamed: Dict[str, str] = getattr(row_type, "COLUMNS", {})
+    return [renamed.get(f.name, f.name) for f in fields(row_type)]
+
+
+def cells(row: Any) -> List[Cell]:
+    return [getattr(row, f.name) for f in fields(row)]
+
+
+def us(ns: int) -> float:
+    """Microseconds as the analyser holds them (a float: its sums and differences round the same way)."""
+    return ns / 1000
+
+
+def ms_between(start_ns: int, end_ns: int) -> float:
+    return (us(end_ns) - us(start_ns)) / 1000
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def when(ns: int, form: str = "%Y-%m-%d %H:%M:%S:%f") -> str:
+    """The analyser's datetime: Shanghai time of the whole microsecond, microseconds after a colon."""
+    moment = EPOCH + datetime.timedelta(microseconds=math.floor(us(ns)))
+    return moment.astimezone(SHANGHAI).strftime(form)
+
+
+def _first(values: Iterable[Optional[float]]) -> Cell:
+    return next((v for v in values if v is not None), "")
+
+
+def request_paths(marks: Sequence[Mark]) -> Dict[str, List[Mark]]:
+    """Per request id, every mark that carries it (alone or in a batch's list) in time order: the flows
+    the analyser draws; a request seen once has none."""
+    stops: Dict[str, List[Mark]] = {}
+    for mark in marks:
+        for rid, _ in batch_members(mark.rid):
+            if rid:
+                stops.setdefault(rid, []).append(mark)
+    return {rid: sorted(path, key=lambda m: m.start_ns) for rid, path in stops.items() if len(path) > 1}
+
+
+def flow_phase(i: int, length: int) -> str:
+    return "s" if i == 0 else "f" if i == length - 1 else "t"
+
+
+# --- request.csv --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRow:
+    COLUMNS: ClassVar[Dict[str, str]] = {
+        "execution_time": "execution_time(ms)",
+        "queue_wait_time": "queue_wait_time(ms)",
+        "first_token_latency": "first_token_latency(ms)",
+        "start_time": "start_time(ms)",
+    }
+    http_rid: str
+    start_datetime: Cell
+    recv_token_size: Cell
+    reply_token_size: Cell
+    execution_time: Cell
+    queue_wait_time: Cell
+    first_token_latency: Cell
+    cache_hit_rate: Cell
+    start_time: Cell
+
+
+def _by_request(marks: Sequence[Mark]) -> Dict[str, List[Mark]]:
+    found: Dict[str, List[Mark]] = {}
+    for mark in marks:
+        rid = single_rid(mark.rid)
+        if rid and mark.domain not in ("KVCache", "PullKVCache") and mark.name != "forward":
+            found.setdefault(rid, []).append(mark)
+    return found
+
+
+def _prefill_ends(marks: Sequence[Mark]) -> Dict[str, float]:
+    """Per request, the end of the last batch span that ran it at iteration 0 (its first token)."""
+    ends: Dict[str, float] = {}
+    for mark in marks:
+        if mark.name in SCHEDULE_NAMES + BATCH_EXEC_NAMES:
+            for rid, iteration in batch_members(mark.rid):
+                if iteration == 0:
+                    ends[rid] = max(ends.get(rid, 0.0), us(mark.end_ns))
+    return ends
+
+
+def _first_token_ms(rows: Sequence[Mark], prefill_end: Optional[float]) -> float:
+    """From ``httpReq`` to the latest of: its prefill batch's end, its first decode, its first
+    ``sendResponse`` (the analyser's ``calc_ttft``); 0 when it cannot tell."""
+    start = next((us(m.start_ns) for m in rows if m.name == "httpReq"), None)
+    ends = [prefill_end] if prefill_end is not None else []
+    for names in (("detokenize", "decode"), ("sendResponse",)):
+        ends += [us(m.end_ns) for m in rows if m.name in names][:1]
+    return (max(ends) - start) / 1000 if start is not None and ends else 0
+
+
+def _queue_wait_ms(rows: Sequence[Mark]) -> float:
+    enqueued = [us(m.start_ns) for m in rows if m.name == "Enqueue"]
+    dequeued = [us(m.end_ns) for m in rows if m.name == "Dequeue"]
+    return (max(dequeued) - min(enqueued)) / 1000 if enqueued and dequeued else 0.0
+
+
+def request_rows(recording: Recording) -> List[RequestRow]:
+    prefill_ends = _prefill_ends(recording.marks)
+    rows = []
+    for rid, marks in _by_request(recording.marks).items():
+        arrived = next((m for m in marks if m.name == "httpReq"), None)
+        answered = [m for m in marks if m.name in RESPONSE_NAMES]
+        synced = sum(m.name == "outputSync" for m in answered)
+        hit = next((m.attrs.get("hitCache", 0) for m in marks if m.name == "CacheHitRate"), "N/A")
+        start = us(arrived.start_ns) // 1000 if arrived else None
+        ended = us(answered[-1].end_ns) // 1000 if answered else None
+        rows.append(
+            RequestRow(
+                http_rid=rid,
+                start_datetime=when(arrived.start_ns) if arrived else "",
+                recv_token_size=_first(m.metric("recvTokenSize") for m in marks),
+                reply_token_size=synced or _first(m.metric("replyTokenSize") for m in marks),
+                execution_time=ended - start if start is not None and ended is not None else "",
+                queue_wait_time=_queue_wait_ms(marks),
+                first_token_latency=_first_token_ms(marks, prefill_ends.get(rid)),
+                cache_hit_rate=hit,
+                start_time="" if start is None else start,
+            )
+        )
+    return sorted(rows, key=lambda r: (r.start_time == "", r.start_time or 0))
+
+
+# --- batch.csv ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchRow:
+    COLUMNS: ClassVar[Dict[str, str]] = {
+        "during_time": "during_time(ms)",
+        "start_time": "start_time(ms)",
+        "end_time": "end_time(ms)",
+    }
+    name: str
+    res_list: str
+    start_datetime: str
+    end_datetime: str
+    during_time: float
+    batch_type: Cell
+    prof_id: str
+    batch_size: Cell
+    kv: Dict[str, Cell]  # the KVCacheStatus columns, when the recording has them
+    prefill_batch_size: int
+    decode_batch_size: int
+    prefill_scheduled_tokens: float
+    decode_scheduled_tokens: float
+    total_scheduled_tokens: float
+    dp_rank: Cell
+    start_time: float
+    end_time: float
+
+
+def batch_name(marks: Sequence[Mark]) -> str:
+    """The schedule span's name: MindIE's BatchSchedule, else vLLM's batchFrameworkProcessing."""
+    return "BatchSchedule" if any(m.name == "BatchSchedule" for m in marks) else "batchFrameworkProcessing"
+
+
+def _scheduled(res: Any) -> Tuple[int, int, float, float]:
+    """Prefill and decode requests of a batch, and their scheduled tokens (``type`` 0 prefill, else
+    ``iter`` 0 prefill; anything else decode, as the analyser counts)."""
+    counts = [0, 0]
+    tokens: List[float] = [0, 0]
+    for item in res if isinstance(res, list) else []:
+        if isinstance(item, dict):
+            kind = item.get("type", 0 if item.get("iter", -1) == 0 else 1)
+            if kind in (0, 1):
+                counts[kind] += 1
+                tokens[kind] += _number(
+                    item.get("num_scheduled_tokens", item.get("num_scheduled_tokens=", 0))
+                )
+    return counts[0], counts[1], tokens[0], tokens[1]
+
+
+def _number(value: Any) -> float:
+    """A number as given (an int stays one, as in the analyser's sums); text parsed; else 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Cell) -> Cell:
+    """batch_size as the analyser casts it (a float), empty as empty."""
+    return "" if value == "" else _number(value) * 1.0
+
+
+def _attr(mark: Mark, name: str) -> Cell:
+    value = mark.attrs.get(name, mark.attrs.get(f"{name}="))
+    return "" if value is None else value
+
+
+class _KvStatus:
+    """KVCacheStatus marks per recording, to match each schedule span with the nearest in time."""
+
+    def __init__(self, marks: Sequence[Mark]) -> None:
+        self.by_prof: Dict[str, List[Mark]] = {}
+        for mark in sorted(marks, key=lambda m: m.start_ns):
+            if mark.name == "KVCacheStatus" and any(_attr(mark, c) != "" for c in KV_STATUS_COLUMNS):
+                self.by_prof.setdefault(mark.prof_id, []).append(mark)
+
+    def nearest(self, mark: Mark) -> Dict[str, Cell]:
+        found = self.by_prof.get(mark.prof_id)
+        if not self or not found or mark.name not in SCHEDULE_NAMES:
+            return {c: 0 for c in KV_STATUS_COLUMNS} if self else {}
+        times = [m.start_ns for m in found]
+        i = bisect.bisect_left(times, mark.start_ns)
+        near = min(found[max(i - 1, 0) : i + 1], key=lambda m: abs(m.start_ns - mark.start_ns))
+        return {c: _attr(near, c) or 0 for c in KV_STATUS_COLUMNS}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_prof)
+
+
+def dp_ranks(recording: Recording) -> Dict[Process, Cell]:
+    """Each process's data-parallel rank, from its ``dpRankId`` meta (``add_meta_info``)."""
+    return {p: values["dpRankId"] for p, values in recording.meta.items() if "dpRankId" in values}
+
+
+def batch_rows(recording: Recording) -> List[BatchRow]:
+    names = (*BATCH_EXEC_NAMES, batch_name(recording.marks))
+    kv = _KvStatus(recording.marks)
+    ranks = dp_ranks(recording)
+    rows = []
+    for mark in recording.marks:
+        if mark.name not in names:
+            continue
+        prefill, decode, prefill_tokens, decode_tokens = _scheduled(mark.rid)
+        rows.append(
+            BatchRow(
+                name=mark.name,
+                res_list=str(mark.rid) if isinstance(mark.rid, list) else str(mark.rid or ""),
+                start_datetime=when(mark.start_ns),
+                end_datetime=when(mark.end_ns),
+                during_time=ms_between(mark.start_ns, mark.end_ns),
+                batch_type=_attr(mark, "batch_type"),
+                prof_id=mark.prof_id,
+                batch_size=_float(_attr(mark, "batch_size")),
+                kv=kv.nearest(mark),
+                prefill_batch_size=prefill,
+                decode_batch_size=decode,
+                prefill_scheduled_tokens=prefill_tokens,
+                decode_scheduled_tokens=decode_tokens,
+                total_scheduled_tokens=prefill_tokens + decode_tokens,
+                dp_rank=ranks.get(mark.process, ""),
+                start_time=us(mark.start_ns),
+                end_time=us(mark.end_ns),
+            )
+        )
+    return rows
+
+
+def batch_columns(rows: Sequence[BatchRow]) -> List[str]:
+    """batch.csv's header: the KVCacheStatus columns only where the recording has them."""
+    kv = list(rows[0].kv) if rows else []
+    return [c for name in columns(BatchRow) for c in (kv if name == "kv" else [name])]
+
+
+def batch_cells(row: BatchRow) -> List[Cell]:
+    return [c for f in fields(row) for c in (row.kv.values() if f.name == "kv" else [getattr(row, f.name)])]
+
+
+# --- forward.csv --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ForwardRow:
+    COLUMNS: ClassVar[Dict[str, str]] = {
+        "relative_start_time": "relative_start_time(ms)",
+        "during_time": "during_time(ms)",
+        "bubble_time": "bubble_time(ms)",
+        "start_time": "start_time(ms)",
+        "end_time": "end_time(ms)",
+    }
+    name: str
+    relative_start_time: float
+    start_datetime: str
+    end_datetime: str
+    during_time: float
+    bubble_time: Cell
+    batch_size: Cell
+    batch_type: Cell
+    forward_iter: int
+    dp_rank: Cell
+    prof_id: str
+    hostname: str
+    start_time: float
+    end_time: float
+
+
+def forward_rows(recording: Recording) -> List[ForwardRow]:
+    """Each ``forward`` span, numbered per recording, with the gap to the next one of the same recording
+    (``bubble_time``; none after the last) and its start relative to the host's first (milliseconds)."""
+    forwards = [m for m in recording.marks if m.name == "forward" and m.kind == SPAN]
+    if not forwards or not any(m.name == batch_name(recording.marks) for m in recording.marks):
+        return []
+    ranks = dp_ranks(recording)
+    host_start: Dict[str, int] = {}
+    for m in forwards:
+        host_start[m.process.host] = min(host_start.get(m.process.host, m.start_ns), m.start_ns)
+    by_prof: Dict[str, List[Mark]] = {}
+    for m in forwards:
+        by_prof.setdefault(m.prof_id, []).append(m)
+    rows = []
+    for prof_id, marks in by_prof.items():
+        for i, m in enumerate(marks):
+            following = marks[i + 1] if i + 1 < len(marks) else None
+            rows.append(
+                ForwardRow(
+                    name=m.name,
+                    relative_start_time=round((m.start_ns - host_start[m.process.host]) / 1e6, 2),
+                    start_datetime=when(m.start_ns),
+                    end_datetime=when(m.end_ns),
+                    during_time=ms_between(m.start_ns, m.end_ns),
+                    bubble_time=round((following.start_ns - m.end_ns) / 1e6, 2) if following else "",
+                    batch_size=_attr(m, "batch_size"),
+                    batch_type=_attr(m, "batch_type"),
+                    forward_iter=i + 1,
+                    dp_rank=ranks.get(m.process, ""),
+                    prof_id=prof_id,
+                    hostname=recording.meta.get(m.process, {}).get("hostname", m.process.host),
+                    start_time=us(m.start_ns) / 1000,
+                    end_time=us(m.end_ns) / 1000,
+                )
+            )
+    return sorted(rows, key=lambda r: r.start_time)
+
+
+# --- kvcache.csv --------------------------------------------------------------------------------------
+
+
+@dataclass
+class KvBlockRow:
+    """MindIE's block actions (Allocate, AppendSlot, Free with ``deviceBlock``)."""
+
+    rid: str
+    name: str
+    start_time: str
+    device_kvcache_left: Cell
+    kvcache_usage_rate: float
+
+
+@dataclass
+class KvStatusRow:
+    """vLLM's ``KVCacheStatus`` samples."""
+
+    name: str
+    start_time: str
+    total_blocks: Cell
+    used_blocks: Cell
+    free_blocks: Cell
+    blocks_allocated: Cell
+    blocks_freed: Cell
+    kvcache_usage_rate: Cell
+
+
+def kvcache_rows(recording: Recording) -> List[Any]:
+    marks = [m for m in recording.marks if m.domain in KVCACHE_DOMAINS and m.name != "CacheHitRate"]
+    if any(m.name in ("Allocate", "AppendSlot") and m.metric("deviceBlock") is not None for m in marks):
+        return _block_rows(marks)
+    return [
+        KvStatusRow(m.name, when(m.start_ns), *(_attr(m, c) for c in columns(KvStatusRow)[2:])) for m in marks
+    ]
+
+
+def _block_rows(marks: Sequence[Mark]) -> List[Any]:
+    """Usage is (the most free blocks ever reported - those left) / that most, for block actions."""
+    most_free = max((m.metric("deviceBlock") or 0 for m in marks if m.name == "Free"), default=0)
+    rows = []
+    for m in marks:
+        left = m.metric("deviceBlock")
+        acts = m.name in ("Allocate", "AppendSlot", "Free") and most_free > 0 and left is not None
+        rid = ",".join(r for r, _ in batch_members(m.rid))
+        rate = (most_free - (left or 0)) / most_free if acts else 0
+        moment = when(m.start_ns, "%Y-%m-%d %H:%M:%S")  # the analyser's kvcache.csv: whole seconds
+        rows.append(KvBlockRow(rid, m.name, moment, "" if left is None else left, rate))
+    return rows
+
+
+# --- request_status.csv -------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestStatusRow:
+    COLUMNS: ClassVar[Dict[str, str]] = {
+        "relative_timestamp": "relative_timestamp(ms)",
+        "timestamp": "timestamp(ms)",
+    }
+    hostuid: str
+    pid: int
+    start_datetime: str
+    relative_timestamp: float
+    waiting: Cell
+    running: Cell
+    swapped: Cell
+    timestamp: float
+
+
+def request_status_rows(recording: Recording) -> List[RequestStatusRow]:
+    """The queue sizes each scheduler mark reports (``scope#QueueName`` with ``QueueSize=``), the other
+    queues as last reported (empty until they are)."""
+    rows = []
+    sizes: Dict[Tuple[Process, str], Cell] = {}
+    first: Dict[Process, int] = {}
+    for m in sorted(recording.marks, key=lambda m: m.start_ns):
+        queue = str(m.attrs.get("scope#QueueName", "")).upper()
+        size = m.metric("QueueSize")
+        if queue not in QUEUES or size is None:
+            continue
+        sizes[m.process, queue] = size
+        began = first.setdefault(m.process, m.start_ns)
+        host = recording.meta.get(m.process, {}).get("hostname", m.process.host)
+        rows.append(
+            RequestStatusRow(
+                hostuid=host,
+                pid=m.process.pid,
+                start_datetime=when(m.start_ns),
+                relative_timestamp=round((m.start_ns - began) / 1e6, 2),
+                waiting=sizes.get((m.process, "WAITING"), ""),
+                running=sizes.get((m.process, "RUNNING"), ""),
+                swapped=sizes.get((m.process, "SWAPPED"), ""),
+                timestamp=round(us(m.start_ns) / 1000, 2),
+            )
+        )
+    return rows
