@@ -80,6 +80,8 @@ class Key:
 
 
 Table = Tuple[Key, ...]
+# A command's fields that are keys as they are: (the field's name, the key's).
+FieldKeys = Tuple[Tuple[str, str], ...]
 
 # Appended by the daemon to every trace command; Kineto copies it into the trace.
 TRACE_ID_KEY = "REQUEST_TRACE_ID"
@@ -92,6 +94,11 @@ def render(table: Table, values: Mapping[str, Any]) -> str:
         raise KeyError(f"not in the key table: {', '.join(sorted(unknown))}")
     # Values are checked before (dynoproto.validate): none holds '=' or a line break.
     return "\n".join(f"{key.name}={key.codec.write(values[key.name])}" for key in table if key.name in values)
+
+
+def by_key(fields: FieldKeys, command: Any) -> Dict[str, Any]:
+    """*command*'s fields (read by name, from a dataclass or a protobuf message) under their keys."""
+    return {key: getattr(command, name) for name, key in fields}
 
 
 def with_trace_id(text: str, trace_id: str) -> str:

@@ -8,7 +8,7 @@ import os
 from typing import Dict
 
 from .. import vocabulary as v
-from ..configtext import BOOL, INT, TEXT, Key, Table, read
+from ..configtext import BOOL, INT, TEXT, FieldKeys, Key, Table, read
 from ..vocabulary import CommandKind
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, recording_options, time_based
 
@@ -26,6 +26,21 @@ KEYS: Table = (
     Key("PROFILE_WITH_STACK", BOOL, False),
     Key("PROFILE_WITH_FLOPS", BOOL, False),
     Key("PROFILE_WITH_MODULES", BOOL, False),
+)
+
+# The fields of a command (dyno's GpuTraceRequest, the daemon's command) that are keys as they are, by
+# name; whoever writes the text adds the keys it derives (iteration mode's, the memory profile's).
+FIELD_KEYS: FieldKeys = (
+    ("log_file", "ACTIVITIES_LOG_FILE"),
+    ("profile_start_time_ms", "PROFILE_START_TIME"),
+    ("duration_ms", "ACTIVITIES_DURATION_MSECS"),
+    ("profile_start_iteration_roundup", "PROFILE_START_ITERATION_ROUNDUP"),
+    ("iterations", "ACTIVITIES_ITERATIONS"),
+    ("record_shapes", "PROFILE_REPORT_INPUT_SHAPES"),
+    ("profile_memory", "PROFILE_PROFILE_MEMORY"),
+    ("with_stack", "PROFILE_WITH_STACK"),
+    ("with_flops", "PROFILE_WITH_FLOPS"),
+    ("with_modules", "PROFILE_WITH_MODULES"),
 )
 
 

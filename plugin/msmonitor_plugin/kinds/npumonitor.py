@@ -5,7 +5,7 @@ validates them; the monitor, not the tracer, runs the command."""
 from __future__ import annotations
 
 from .. import vocabulary as v
-from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, Key, Table
+from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, FieldKeys, Key, Table
 
 KEYS: Table = (
     Key("NPU_MONITOR_START", BOOL, False, required=True),
@@ -19,4 +19,19 @@ KEYS: Table = (
     Key("JSONL_ROTATE_LOG_FILES", TEXT),
     Key("NPU_MONITOR_FILTER", TEXT),
     Key("TOP_N", INT, v.DEFAULT_TOP_N),
+)
+
+# The fields of a command (dyno's NpuMonitorRequest, the daemon's command) that are keys, by name.
+FIELD_KEYS: FieldKeys = (
+    ("start", "NPU_MONITOR_START"),
+    ("stop", "NPU_MONITOR_STOP"),
+    ("report_interval_s", "REPORT_INTERVAL_S"),
+    ("duration_s", "DURATION"),
+    ("activity_kinds", "MSPTI_ACTIVITY_KIND"),
+    ("log_file", "NPU_MONITOR_LOG_FILE"),
+    ("export_type", "NPU_MONITOR_EXPORT_TYPE"),
+    ("jsonl_rotate_log_lines", "JSONL_ROTATE_LOG_LINES"),
+    ("jsonl_rotate_log_files", "JSONL_ROTATE_LOG_FILES"),
+    ("filter", "NPU_MONITOR_FILTER"),
+    ("top_n", "TOP_N"),
 )

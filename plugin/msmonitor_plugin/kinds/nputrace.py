@@ -10,7 +10,7 @@ import time
 from typing import Dict
 
 from .. import vocabulary as v
-from ..configtext import BOOL, INT, LIST, OPTIONAL_TEXT, TEXT, ConfigTextError, Key, Table, read
+from ..configtext import BOOL, INT, LIST, OPTIONAL_TEXT, TEXT, ConfigTextError, FieldKeys, Key, Table, read
 from ..vocabulary import CommandKind, timestamp
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, in_folder, recording_options, time_based
 
@@ -44,6 +44,37 @@ KEYS: Table = (
     Key("PROFILE_MSTX_DOMAIN_EXCLUDE", LIST, []),
     Key("PROFILE_IS_RANK", BOOL, False),
     Key("PROFILE_RANK_LIST", LIST, []),
+)
+
+# The fields of a command (dyno's NpuTraceRequest, the daemon's command) that are keys as they are, by
+# name: whoever writes the text (the daemon; dyno for msMonitor's C++ daemon) adds the keys it derives.
+FIELD_KEYS: FieldKeys = (
+    ("log_file", "ACTIVITIES_LOG_FILE"),
+    ("start_step", "PROFILE_START_STEP"),
+    ("iterations", "ACTIVITIES_ITERATIONS"),
+    ("profile_start_time_ms", "PROFILE_START_TIME"),
+    ("duration_ms", "ACTIVITIES_DURATION_MSECS"),
+    ("record_shapes", "PROFILE_RECORD_SHAPES"),
+    ("profile_memory", "PROFILE_PROFILE_MEMORY"),
+    ("with_stack", "PROFILE_WITH_STACK"),
+    ("with_flops", "PROFILE_WITH_FLOPS"),
+    ("with_modules", "PROFILE_WITH_MODULES"),
+    ("activities", "PROFILE_ACTIVITIES"),
+    ("analyse", "PROFILE_ANALYSE"),
+    ("async_mode", "PROFILE_ASYNC_MODE"),
+    ("profiler_level", "PROFILE_PROFILER_LEVEL"),
+    ("aic_metrics", "PROFILE_AIC_METRICS"),
+    ("l2_cache", "PROFILE_L2_CACHE"),
+    ("op_attr", "PROFILE_OP_ATTR"),
+    ("msprof_tx", "PROFILE_MSPROF_TX"),
+    ("gc_detect_threshold", "PROFILE_GC_DETECT_THRESHOLD"),
+    ("data_simplification", "PROFILE_DATA_SIMPLIFICATION"),
+    ("export_type", "PROFILE_EXPORT_TYPE"),
+    ("host_sys", "PROFILE_HOST_SYS"),
+    ("sys_io", "PROFILE_SYS_IO"),
+    ("sys_interconnection", "PROFILE_SYS_INTERCONNECTION"),
+    ("mstx_domain_include", "PROFILE_MSTX_DOMAIN_INCLUDE"),
+    ("mstx_domain_exclude", "PROFILE_MSTX_DOMAIN_EXCLUDE"),
 )
 
 # The PROFILE_ keys the spec holds in fields of its own; every other one goes to torch_npu as text.
