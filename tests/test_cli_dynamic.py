@@ -264,7 +264,7 @@ def fake_dynolog(monkeypatch) -> FakeDynolog:
     daemon = FakeDynolog()
 
     @contextlib.contextmanager
-    def connect(target: Any) -> Iterator[Any]:
+    def connect(target: Any, feature: str) -> Iterator[Any]:
         yield SimpleNamespace(Dynamic=daemon, GetStatus=lambda request, timeout: pb.GetStatusResponse())
 
     monkeypatch.setattr(dyno.connection, "connect", connect)
@@ -465,7 +465,7 @@ def test_processes_show_who_holds_them_only_when_someone_does(monkeypatch, capsy
         reply = pb.ListProcessesResponse(processes=processes)
 
         @contextlib.contextmanager
-        def connect(target: Any, reply: pb.ListProcessesResponse = reply) -> Iterator[Any]:
+        def connect(target: Any, feature: str, reply: pb.ListProcessesResponse = reply) -> Iterator[Any]:
             yield SimpleNamespace(ListProcesses=lambda request, timeout: reply)
 
         monkeypatch.setattr(dyno.connection, "connect", connect)

@@ -89,7 +89,7 @@ def collect(target: Target, trace_id: str, folder: str, timeout: float, quiet: b
     """One host's files of *trace_id* into *folder*. A stream that breaks names the file it broke in;
     a daemon that cannot be asked at all is a :class:`CliError`, as for any call."""
     writer = Writer(folder, target.label, None if quiet else sys.stderr)
-    with connect(target) as stub:
+    with connect(target, "--collect") as stub:
         stream = stub.FetchTraceFiles(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout)
         try:
             for chunk in stream:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ssl
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
 
@@ -12,6 +14,7 @@ import grpc
 
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
+from . import legacy
 from .exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from .target import KEY_PASSWORD_ENV, Target
 
@@ -38,35 +41,74 @@ def client_material(target: Target) -> Material:
     return material
 
 
+# A plaintext connection that has not got the server's HTTP/2 SETTINGS frame by then fails
+# (UNAVAILABLE) instead of waiting out the call's --timeout: the stock C++ dynolog never sends one
+# (see dyno.legacy), and a daemon of this project sends it at once. (The stock daemon has no TLS, and
+# msMonitor's fails a gRPC TLS handshake at once: TLS channels keep gRPC's own bound.)
+HANDSHAKE_S = 3.0
+
+
 def open_channel(target: Target) -> grpc.Channel:
-    if not target.tls:
-        return grpc.insecure_channel(target.address)
-    return grpc.secure_channel(target.address, credentials(target))
+    if target.tls:
+        return grpc.secure_channel(target.address, credentials(target))
+    # At most half the --timeout, so that a legacy daemon's answer still fits in the rest.
+    handshake_ms = int(1000 * min(HANDSHAKE_S, target.timeout / 2))
+    return grpc.insecure_channel(target.address, [("grpc.min_reconnect_backoff_ms", handshake_ms)])
 
 
 def credentials(target: Target) -> grpc.ChannelCredentials:
     """The target's TLS credentials, read and checked once per process however many hosts use them."""
-    return _credentials(target.certs_dir, target.key_password_file)
+    from dynocerts.tls import channel_credentials  # cryptography, as in client_material
+
+    return channel_credentials(_material(target.certs_dir, target.key_password_file))
+
+
+def legacy_tls(target: Target) -> Optional[ssl.SSLContext]:
+    """The TLS context msMonitor's daemon expects, from the same --certs-dir; None for plaintext."""
+    if not target.tls:
+        return None
+    return _legacy_tls(target.certs_dir, target.key_password_file)
 
 
 @functools.lru_cache(maxsize=None)
-def _credentials(certs_dir: Optional[str], key_password_file: Optional[str]) -> grpc.ChannelCredentials:
-    from dynocerts.tls import channel_credentials  # cryptography, as in client_material
+def _material(certs_dir: Optional[str], key_password_file: Optional[str]) -> Material:
+    return client_material(Target(certs_dir=certs_dir, key_password_file=key_password_file))
 
-    material = client_material(Target(certs_dir=certs_dir, key_password_file=key_password_file))
-    return channel_credentials(material)
+
+@functools.lru_cache(maxsize=None)
+def _legacy_tls(certs_dir: Optional[str], key_password_file: Optional[str]) -> ssl.SSLContext:
+    from dynocerts.keys import pkcs8_pem
+
+    material = _material(certs_dir, key_password_file)
+    return legacy.tls_context(material.ca_pem, material.cert_pem + pkcs8_pem(material.key))
 
 
 @contextlib.contextmanager
-def connect(target: Target) -> Iterator[pb_grpc.DynologStub]:
-    """A stub for one command; gRPC errors become :class:`CliError` with what to check."""
+def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
+    """A stub for one command; gRPC errors become :class:`CliError` with what to check. A host whose
+    daemon turns out to be a C++ one raises :class:`~dyno.legacy.LegacyDaemon`, its message naming
+    *feature* (``dyno processes``, ``--wait``) as what needs this project's daemon."""
     channel = open_channel(target)
     try:
         yield pb_grpc.DynologStub(channel)
     except grpc.RpcError as exc:
-        raise rpc_error(target, exc) from None
+        channel.close()  # before any legacy call: the stock daemon serves one connection at a time
+        raise _failure(target, exc, feature) from None
     finally:
         channel.close()
+
+
+def _failure(target: Target, exc: grpc.RpcError, feature: str) -> CliError:
+    """The gRPC failure as a CliError, or as LegacyDaemon when a legacy getStatus answers instead.
+    The legacy calls get a --timeout of their own: gRPC may still hold a connection it was making when
+    the call failed (closed at its HANDSHAKE_S), and the stock daemon serves the next one after it."""
+    error = rpc_error(target, exc)
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    if code is grpc.StatusCode.UNAVAILABLE and legacy.suspect(target, exc.details() or ""):
+        host = legacy.probe(target, time.monotonic() + target.timeout, legacy_tls(target))
+        if host is not None:
+            return legacy.LegacyDaemon(host, feature)
+    return error
 
 
 def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
@@ -110,6 +152,8 @@ def unreachable_reason(target: Target, code: grpc.StatusCode, detail: str) -> st
         return "DNS"
     if "Connection refused" in detail:
         return "refused"
+    if "timed out" in detail:  # connect() or the SETTINGS frame, within HANDSHAKE_S
+        return "timeout"
     return "TLS" if transport_failure(target, detail) is not None else "unavailable"
 
 

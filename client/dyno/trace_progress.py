@@ -32,7 +32,7 @@ def watch(
     last: Optional[pb.TraceInfo] = None
     seen: Dict[int, int] = {}
     prefix = f"{label} " if label else ""
-    with connect(target) as stub:
+    with connect(target, "dyno trace") as stub:
         try:
             for info in stub.WatchTrace(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout):
                 last = info

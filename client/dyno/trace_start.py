@@ -15,12 +15,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tu
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
 
-from . import collect, fanout
+from . import collect, fanout, legacy_commands
 from .answers import COMMAND_HEADERS, NOT_TAKEN, command_json, command_rows, judge_command, print_response
 from .cli import check_fields
 from .commands import status
 from .connection import connect
 from .exits import EXIT_USAGE, CliError
+from .legacy import LegacyDaemon
 from .output import print_json
 from .target import Target, absolute_path
 from .trace_progress import TRACE_HEADERS, all_finished, clock, print_trace, trace_rows, watch
@@ -69,7 +70,7 @@ def start_trace(
         raise CliError("--sync lines up a trace on many hosts: name them with --hosts", EXIT_USAGE)
     request.log_file = absolute_path(target, request.log_file)
     check_fields(errors(request))
-    response = _send(target, request, rpc).response
+    response = _send(target, request, rpc, args).response
     if not target.json:
         print_response(response, flush=True)  # the answer first; progress follows while waiting
     taken = response.command_status == pb.COMMAND_STATUS_EFFECTIVE
@@ -105,7 +106,7 @@ def _start_across(
         _check_sync(request)
     fleet = fanout.fleet(target)
     probes, fleet = _synchronise(target, fleet, request) if args.sync else ([], fleet)
-    sent = fanout.gather(fleet, lambda one: _send(one, request, rpc), target.parallel, _judge)
+    sent = fanout.gather(fleet, lambda one: _send(one, request, rpc, args), target.parallel, _judge)
     if args.sync:
         _warn_if_late(request.profile_start_time_ms)
     view = _started_view(request.profile_start_time_ms if args.sync else 0)
@@ -140,9 +141,12 @@ def _wait_across(
         raise CliError(missing)
 
 
-def _send(target: Target, request: Any, rpc: Rpc) -> Started:
-    with connect(target) as stub:
-        return Started(rpc(stub)(request, timeout=target.timeout))
+def _send(target: Target, request: Any, rpc: Rpc, args: Namespace) -> Started:
+    try:
+        with connect(target, "this trace") as stub:
+            return Started(rpc(stub)(request, timeout=target.timeout))
+    except LegacyDaemon as old:  # a C++ daemon: its own request, without what it cannot do
+        return Started(legacy_commands.trace(old.host, request, args))
 
 
 def _follow(

@@ -113,7 +113,7 @@ def run(target: Target, args: Namespace) -> None:
         errors = [e for e in errors if e.field != "targets.pids"]
     check_fields(errors)
     io, prompt = interactive.console(target.json)
-    with connect(target) as stub:
+    with connect(target, "dyno dynamic") as stub:
         job = None
         if args.command:
             stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)  # no job without a daemon

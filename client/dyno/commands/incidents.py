@@ -66,7 +66,7 @@ def ask(target: Target, args: Namespace) -> pb.ListIncidentsResponse:
 
     from ..connection import connect
 
-    with connect(target) as stub:
+    with connect(target, "dyno incidents") as stub:
         return stub.ListIncidents(fill(pb.ListIncidentsRequest(), FLAGS, args), timeout=target.timeout)
 
 
@@ -75,7 +75,7 @@ def get(target: Target, incident_id: int) -> pb.IncidentInfo:
 
     from ..connection import connect
 
-    with connect(target) as stub:
+    with connect(target, "dyno incidents") as stub:
         return stub.GetIncident(pb.GetIncidentRequest(id=incident_id), timeout=target.timeout)
 
 

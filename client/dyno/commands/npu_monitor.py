@@ -141,7 +141,7 @@ def run(target: Target, args: Namespace) -> None:
         return _watch(target, request.targets)
     request.log_file = absolute_path(target, request.log_file)
     check_fields(validate.npu_monitor(request))
-    report_command(target, _send(target, request))
+    report_command(target, _send(target, request, args))
     if args.watch:
         _watch(target, request.targets)
 
@@ -161,7 +161,7 @@ def across(target: Target, args: Namespace) -> None:
         return _watch_across(target, fanout.fleet(target), request.targets)
     check_fields(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
     fleet = fanout.fleet(target)
-    outcomes = fanout.gather(fleet, lambda one: _send(one, request), target.parallel, judge_command)
+    outcomes = fanout.gather(fleet, lambda one: _send(one, request, args), target.parallel, judge_command)
     fanout.show(target, outcomes, COMMAND_VIEW)
     if args.watch:
         effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
@@ -178,11 +178,16 @@ def _request(args: Namespace) -> pb.NpuMonitorRequest:
     return request
 
 
-def _send(target: Target, request: pb.NpuMonitorRequest) -> pb.CommandResponse:
+def _send(target: Target, request: pb.NpuMonitorRequest, args: Namespace) -> pb.CommandResponse:
+    from .. import legacy_commands
     from ..connection import connect
+    from ..legacy import LegacyDaemon
 
-    with connect(target) as stub:
-        return stub.NpuMonitor(request, timeout=target.timeout)
+    try:
+        with connect(target, "dyno npu-monitor") as stub:
+            return stub.NpuMonitor(request, timeout=target.timeout)
+    except LegacyDaemon as old:  # msMonitor's C++ daemon: its own request
+        return legacy_commands.npu_monitor(old.host, request, args)
 
 
 _STATUS_HEADERS = ("PID", "RANK", "JOB", "MONITOR")
@@ -202,7 +207,7 @@ def _monitors(target: Target, targets: pb.Targets) -> List[pb.ProcessInfo]:
 
     from ..connection import connect
 
-    with connect(target) as stub:
+    with connect(target, "npu-monitor --status") as stub:
         processes = stub.ListProcesses(pb.ListProcessesRequest(job_id=targets.job_id), timeout=target.timeout)
     return [p for p in processes.processes if not targets.ranks or p.rank in targets.ranks]
 
@@ -229,7 +234,7 @@ def _watch(target: Target, targets: pb.Targets) -> None:
 
     latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
     interactive = sys.stdout.isatty() and not target.json
-    with connect(target) as stub:
+    with connect(target, "npu-monitor --watch") as stub:
         try:
             for report in stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True)):
                 if target.json:  # one document per line (JSON Lines): a stream for machines
@@ -254,7 +259,7 @@ def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) 
     from ..connection import connect
 
     def reports(one: Target) -> Iterator[pb.MetricsReport]:
-        with connect(one) as stub:
+        with connect(one, "npu-monitor --watch") as stub:
             yield from stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True))
 
     board = _Board(len(fleet))

@@ -63,7 +63,7 @@ def ask(target: Target, args: Namespace) -> pb.ListProcessesResponse:
 
     from ..connection import connect
 
-    with connect(target) as stub:
+    with connect(target, "dyno processes") as stub:
         return stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Union
 
 from ..cli import Command
 from ..output import as_dict, duration, print_json
@@ -12,12 +12,20 @@ from ..target import Target
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
+    from ..legacy_commands import LegacyStatus
+
+    Status = Union[pb.GetStatusResponse, LegacyStatus]
+
 
 def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
+    from ..legacy_commands import LegacyStatus
+
     status = ask(target)
     if target.json:
         print_json(to_json(status))
+    elif isinstance(status, LegacyStatus):
+        _print_legacy(target, status)
     else:
         _print(target, status)
 
@@ -29,22 +37,46 @@ def across(target: Target, args: Namespace) -> None:
     fanout.run(target, ask, fanout.View(columns, lambda status: [_row(status)], to_json))
 
 
-def ask(target: Target) -> pb.GetStatusResponse:
+def ask(target: Target) -> Status:
+    """The daemon's status; a C++ daemon's (dyno.legacy) when that is what the host runs."""
     from dynoproto import dynolog_pb2 as pb
 
+    from .. import legacy_commands
     from ..connection import connect
+    from ..legacy import LegacyDaemon
 
-    with connect(target) as stub:
-        return stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
+    try:
+        with connect(target, "dyno status") as stub:
+            return stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
+    except LegacyDaemon as old:
+        return legacy_commands.status(old.host)
 
 
-def to_json(status: pb.GetStatusResponse) -> Dict[str, Any]:
+def to_json(status: Status) -> Dict[str, Any]:
+    from ..legacy_commands import LegacyStatus
+
+    if isinstance(status, LegacyStatus):  # getStatus's own keys, as msMonitor's scripts read them
+        return {"legacy": status.flavor, "version": status.version, "tls": status.tls, **status.reply}
     data = as_dict(status)
     data.update(msmonitor_fields(status.msmonitor))  # the keys msMonitor's getStatus had, for its scripts
     return data
 
 
-def _row(status: pb.GetStatusResponse) -> List[str]:
+def _row(status: Status) -> List[str]:
+    from ..legacy_commands import LegacyStatus
+
+    if isinstance(status, LegacyStatus):  # what getStatus tells: msMonitor's states, or nothing
+        get = status.get
+        tls = "mTLS" if status.tls else "plain"
+        return [
+            f"{status.version} ({status.flavor})",
+            "-",
+            tls,
+            "-",
+            get("nputrace"),
+            get("npumonitor"),
+            get("current_step"),
+        ]
     m = status.msmonitor
     return [
         status.version,
@@ -80,6 +112,24 @@ def _print(target: Target, status: pb.GetStatusResponse) -> None:
     print(f"  nputrace:   {m.nputrace}{steps}; npumonitor: {m.npumonitor}; current step {m.current_step}")
     dropped = ", ".join(f"{n} at {where}" for where, n in sorted(status.dropped.items()) if n) or "nothing"
     print(f"  dropped:    {dropped}")
+
+
+def _print_legacy(target: Target, status: LegacyStatus) -> None:
+    from dynoproto import legacy as wire
+
+    transport = "mutual TLS" if status.tls else "plaintext"
+    print(f"{status.flavor}'s C++ daemon {status.version} at {target.address} (legacy JSON RPC, {transport})")
+    if "nputrace" in status.reply:
+        steps = (
+            f", steps {status.get('start_step')}-{status.get('stop_step')}"
+            if "start_step" in status.reply
+            else ""
+        )
+        print(
+            f"  nputrace:   {status.get('nputrace')}{steps}; npumonitor: {status.get('npumonitor')}; "
+            f"current step {status.get('current_step')}"
+        )
+    print(f"  getStatus:  {wire.reply(status.reply).decode()}")
 
 
 def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:

@@ -76,7 +76,7 @@ def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
     request = fill(pb.GetTraceRequest(), FLAGS, args)
     if args.wait:
         return watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
-    with connect(target) as stub:
+    with connect(target, "dyno trace") as stub:
         return stub.GetTrace(request, timeout=target.timeout)
 
 

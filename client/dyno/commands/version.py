@@ -32,12 +32,20 @@ def across(target: Target, args: Namespace) -> None:
 
 
 def ask(target: Target) -> pb.GetVersionResponse:
+    """The daemon's version; a C++ daemon's (dyno.legacy) names its API as the legacy JSON RPC."""
     from dynoproto import dynolog_pb2 as pb
 
+    from .. import legacy_commands
     from ..connection import connect
+    from ..legacy import LegacyDaemon
 
-    with connect(target) as stub:
-        return stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
+    try:
+        with connect(target, "dyno version") as stub:
+            return stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
+    except LegacyDaemon as old:
+        return pb.GetVersionResponse(
+            version=legacy_commands.version(old.host), api=f"legacy JSON RPC ({old.host.flavor})", python="-"
+        )
 
 
 def to_json(version: pb.GetVersionResponse) -> Dict[str, Any]:

@@ -1,0 +1,346 @@
+"""`dyno` against hosts that speak only the C++ daemons' JSON RPC (dynolog's stock daemon, msMonitor's),
+alone and in a fleet with this project's daemon: the real CLI as a subprocess, a stand-in for each C++
+daemon (tests/stand_ins/legacy_daemon.py) that records the bytes it got, plaintext and mutual TLS.
+
+What is held: the exact requests (framing, the config keys each kind sends, job/pids/limit), the
+answers printed as for this project's daemon, each refusal of what an old daemon cannot do (per host,
+exit 1 for that host only), and that a host answering gRPC is never asked in the legacy RPC.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import pytest
+
+import certs_factory as cf
+from dynocerts.policy import Role
+from harness import BIN, Daemon, free_port, read_line_until, stop_process
+
+STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "legacy_daemon.py"
+PROCESSES = "101,102"
+# A short --timeout: detecting the stock daemon costs half of it (no HTTP/2 SETTINGS ever comes).
+TIMEOUT = ("--timeout", "2")
+
+NPUTRACE_KEYS = [  # msMonitor's dyno nputrace, in its order (legacy-wire.md)
+    "ACTIVITIES_LOG_FILE", "PROFILE_START_ITERATION", "PROFILE_START_STEP", "ACTIVITIES_ITERATIONS",
+    "PROFILE_RECORD_SHAPES", "PROFILE_PROFILE_MEMORY", "PROFILE_WITH_STACK", "PROFILE_WITH_FLOPS",
+    "PROFILE_WITH_MODULES", "PROFILE_ACTIVITIES", "PROFILE_ANALYSE", "PROFILE_ASYNC_MODE",
+    "PROFILE_PROFILER_LEVEL", "PROFILE_AIC_METRICS", "PROFILE_L2_CACHE", "PROFILE_OP_ATTR",
+    "PROFILE_MSPROF_TX", "PROFILE_GC_DETECT_THRESHOLD", "PROFILE_DATA_SIMPLIFICATION", "PROFILE_EXPORT_TYPE",
+    "PROFILE_HOST_SYS", "PROFILE_SYS_IO", "PROFILE_SYS_INTERCONNECTION", "PROFILE_MSTX_DOMAIN_INCLUDE",
+    "PROFILE_MSTX_DOMAIN_EXCLUDE", "PROFILE_IS_RANK", "PROFILE_RANK_LIST",
+]  # fmt: skip
+NPU_MONITOR_KEYS = [  # msMonitor's dyno npu-monitor
+    "NPU_MONITOR_START", "NPU_MONITOR_STOP", "REPORT_INTERVAL_S", "DURATION", "MSPTI_ACTIVITY_KIND",
+    "NPU_MONITOR_LOG_FILE", "NPU_MONITOR_EXPORT_TYPE", "JSONL_ROTATE_LOG_LINES", "JSONL_ROTATE_LOG_FILES",
+    "NPU_MONITOR_FILTER",
+]  # fmt: skip
+GPUTRACE_TAIL = ["PROFILE_WITH_STACK", "PROFILE_WITH_FLOPS", "PROFILE_WITH_MODULES"]
+
+
+@dataclass
+class StandIn:
+    """One stand-in C++ daemon process, and the requests it recorded (read from its output, in order)."""
+
+    proc: subprocess.Popen  # type: ignore[type-arg]
+    port: int
+
+    def request(self) -> bytes:
+        """The next whole request it got: the 4-byte length, then the body."""
+        line = read_line_until(self.proc, "request ", timeout=10)
+        return base64.b64decode(line.split(" ", 1)[1])
+
+    def body(self) -> Dict[str, Any]:
+        raw = self.request()
+        assert struct.unpack("<i", raw[:4])[0] == len(raw) - 4  # little-endian on x86-64 and aarch64
+        return json.loads(raw[4:])  # type: ignore[no-any-return]
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def stand_in() -> Iterator[Callable[..., StandIn]]:
+    started: List[StandIn] = []
+
+    def start(flavor: str, certs: Optional[cf.CertsDir] = None, busy: str = "") -> StandIn:
+        cmd = [sys.executable, str(STAND_IN), "--flavor", flavor, "--processes", PROCESSES, "--busy", busy]
+        proc = subprocess.Popen(
+            [*cmd, *(["--certs-dir", str(certs)] if certs else [])], stdout=subprocess.PIPE
+        )
+        one = StandIn(proc, int(read_line_until(proc, "legacy stand-in ready").rsplit("=", 1)[1]))
+        started.append(one)
+        return one
+
+    yield start
+    for one in started:
+        stop_process(one.proc)
+
+
+@dataclass(frozen=True)
+class Pki:
+    server: cf.CertsDir
+    client: cf.CertsDir
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """One CA for the stand-in, our daemon and dyno: `dyno certs`-style material, PKCS#8 keys."""
+    ca, folder = cf.authority(), tmp_path_factory.mktemp("pki")
+    server = cf.certs_dir(folder / "server", Role.SERVER, ca, cf.leaf(ca, Role.SERVER, "localhost"))
+    return Pki(server, cf.certs_dir(folder / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator")))
+
+
+def dyno(port: int, *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    cmd = [str(BIN / "dyno"), "--port", str(port), *TIMEOUT, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def across(hosts: List[str], *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    return dyno(1778, "--hosts", ",".join(hosts), *args)
+
+
+def config(body: Dict[str, Any]) -> Dict[str, str]:
+    """The request's config text as KEY -> VALUE, in the order it came."""
+    assert body["fn"] == "setKinetOnDemandRequest"
+    return dict(line.split("=", 1) for line in body["config"].split("\n"))
+
+
+GET_STATUS = b'\x12\x00\x00\x00{"fn":"getStatus"}'
+GET_VERSION = b'\x13\x00\x00\x00{"fn":"getVersion"}'
+
+
+def asked_nothing_more(old: StandIn) -> None:
+    """The stand-in's next requests are those of a `dyno version` run now: nothing came in between."""
+    assert dyno(old.port, "version").returncode == 0
+    assert [old.request(), old.request()] == [GET_STATUS, GET_VERSION]
+
+
+# --- one host -----------------------------------------------------------------------------------------
+
+
+def test_status_and_version_of_a_stock_dynolog(stand_in: Callable[..., StandIn]):
+    old = stand_in("dynolog")
+    result = dyno(old.port, "status")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"dynolog's C++ daemon 0.6.0 at localhost:{old.port} (legacy JSON RPC, plaintext)",
+        '  getStatus:  {"status":1}',
+    ]
+    # Both CLIs' exact bytes; the gRPC attempt before them was closed, or the stock server, one
+    # connection at a time, would never have read them.
+    assert [old.request(), old.request()] == [GET_STATUS, GET_VERSION]
+
+    answer = json.loads(dyno(old.port, "--json", "status").stdout)
+    assert answer == {"legacy": "dynolog", "version": "0.6.0", "tls": False, "status": 1}
+    version = dyno(old.port, "version")
+    assert version.stdout.startswith("dynolog 0.6.0 (api legacy JSON RPC (dynolog)"), version.stdout
+
+
+def test_gputrace_on_a_stock_dynolog_sends_its_keys_and_names_each_file(stand_in: Callable[..., StandIn]):
+    old = stand_in("dynolog", busy="102")
+    result = dyno(old.port, "gputrace", "--log-file", "/tmp/t.json", "--profile-memory", "--job-id", "7")
+    assert result.returncode == 0, result.stderr
+    assert old.request() == GET_STATUS
+    body = old.body()
+    assert (body["job_id"], body["pids"], body["process_limit"]) == (7, [0], 1000)  # the daemon's "no limit"
+    assert config(body) == {
+        "ACTIVITIES_LOG_FILE": "/tmp/t.json",
+        "PROFILE_START_TIME": "0",
+        "ACTIVITIES_DURATION_MSECS": "500",
+        "PROFILE_REPORT_INPUT_SHAPES": "false",
+        "PROFILE_PROFILE_MEMORY": "true",
+        "PROFILE_MEMORY": "true",
+        "PROFILE_MEMORY_DURATION_MSECS": "500",
+        **dict.fromkeys(GPUTRACE_TAIL, "false"),
+    }
+    assert list(config(body))[:3] == [
+        "ACTIVITIES_LOG_FILE",
+        "PROFILE_START_TIME",
+        "ACTIVITIES_DURATION_MSECS",
+    ]
+    assert "commandStatus: effective" in result.stdout
+    assert "2 process(es) matched, 1 triggered" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["101", "-", "triggered", "/tmp/t_101.json"] in rows
+    assert ["102", "-", "trace_busy", "a", "command", "already", "waits", "for", "it"] in rows
+
+    steps = dyno(old.port, "gputrace", "--log-file", "/tmp/t.json", "--iterations", "3", "--pids", "101,9")
+    assert steps.returncode == 0, steps.stderr
+    old.request()
+    body = old.body()
+    assert body["pids"] == [101, 9]
+    assert list(config(body)) == [
+        "ACTIVITIES_LOG_FILE",
+        "PROFILE_START_ITERATION",
+        "PROFILE_START_ITERATION_ROUNDUP",
+        "ACTIVITIES_ITERATIONS",
+        "PROFILE_REPORT_INPUT_SHAPES",
+        *GPUTRACE_TAIL,
+    ]
+    assert config(body)["ACTIVITIES_ITERATIONS"] == "3"
+
+
+def test_no_process_matched_on_a_stock_dynolog_is_dynologs_exit_0(stand_in: Callable[..., StandIn]):
+    old = stand_in("dynolog")
+    result = dyno(old.port, "gputrace", "--log-file", "/tmp/t.json", "--pids", "5")
+    assert result.returncode == 0, result.stderr
+    assert "commandStatus: ineffective" in result.stdout and "no process matched" in result.stdout
+    failing = dyno(old.port, "gputrace", "--log-file", "/tmp/t.json", "--pids", "5", "--fail-on-no-process")
+    assert failing.returncode == 1
+
+
+def test_a_stock_dynolog_is_sent_no_npu_command(stand_in: Callable[..., StandIn]):
+    """It would hand the text to Kineto, which runs any config as a trace of its own."""
+    old = stand_in("dynolog")
+    for command in (
+        ["nputrace", "--log-file", "/tmp/d", "--iterations", "2"],
+        ["npu-monitor", "--npu-monitor-start"],
+    ):
+        result = dyno(old.port, *command)
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"dyno: localhost is a C++ dynolog daemon (legacy JSON RPC): dyno {command[0]} needs msMonitor's "
+            "daemon or this project's\n"
+        )
+        assert old.request() == GET_STATUS
+        asked_nothing_more(old)
+
+
+def test_msmonitor_in_mutual_tls_nputrace_and_npu_monitor(stand_in: Callable[..., StandIn], pki: Pki):
+    old = stand_in("msmonitor", certs=pki.server)
+    certs = ("--certs-dir", str(pki.client))
+    status = dyno(old.port, *certs, "status")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[:2] == [
+        f"msMonitor's C++ daemon 0.3.2 at localhost:{old.port} (legacy JSON RPC, mutual TLS)",
+        "  nputrace:   Idle; npumonitor: Idle; current step 42",
+    ]
+    assert [old.request(), old.request()] == [GET_STATUS, GET_VERSION]
+
+    trace = dyno(
+        old.port, *certs, "--json", "nputrace", "--log-file", "/data/prof", "--start-step", "100",
+        "--iterations", "2", "--rank-list", "0,1", "--gc-detect-threshold", "1.5",
+    )  # fmt: skip
+    assert trace.returncode == 0, trace.stderr
+    assert old.request() == GET_STATUS
+    sent = config(old.body())
+    assert list(sent) == NPUTRACE_KEYS
+    assert [sent[k] for k in ("ACTIVITIES_LOG_FILE", "PROFILE_START_STEP", "ACTIVITIES_ITERATIONS")] == [
+        "/data/prof",
+        "100",
+        "2",
+    ]
+    assert (sent["PROFILE_IS_RANK"], sent["PROFILE_RANK_LIST"]) == ("true", "0,1")
+    assert (sent["PROFILE_GC_DETECT_THRESHOLD"], sent["PROFILE_HOST_SYS"]) == ("1.5", "None")
+    answer = json.loads(trace.stdout)
+    assert answer["commandStatus"] == "effective" and answer["processes_matched"] == [101, 102]
+
+    monitor = dyno(old.port, *certs, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
+    assert monitor.returncode == 0, monitor.stderr
+    assert old.request() == GET_STATUS
+    sent = config(old.body())
+    assert list(sent) == NPU_MONITOR_KEYS  # not this project's TOP_N
+    assert (sent["NPU_MONITOR_START"], sent["MSPTI_ACTIVITY_KIND"]) == ("true", "Kernel")
+
+
+@pytest.mark.parametrize(
+    "command, feature",
+    [
+        (["processes"], "dyno processes"),
+        (["trace", "0123abcd"], "dyno trace"),
+        (["incidents"], "dyno incidents"),
+        (["dynamic", "--pid", "101", "--output", "/tmp/d"], "dyno dynamic"),
+        (["npu-monitor", "--status"], "npu-monitor --status"),
+        (["npu-monitor", "--npu-monitor-start", "--watch"], "npu-monitor --watch"),
+        (["nputrace", "--log-file", "/tmp/d", "--iterations", "2", "--wait"], "--wait"),
+        (["nputrace", "--log-file", "/tmp/d", "--duration-ms", "500"], "a time-based nputrace"),
+    ],
+)
+def test_what_msmonitor_cannot_do_is_refused_before_anything_is_sent(
+    stand_in: Callable[..., StandIn], command: List[str], feature: str
+):
+    old = stand_in("msmonitor")
+    result = dyno(old.port, *command)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(
+        f"dyno: localhost is a C++ msMonitor daemon (legacy JSON RPC): {feature}"
+    ), result.stderr
+    assert old.request() == GET_STATUS
+    asked_nothing_more(old)
+
+
+def test_a_port_nobody_listens_on_is_not_taken_for_a_legacy_daemon():
+    result = dyno(free_port(), "status")
+    assert result.returncode == 3
+    assert "Connection refused" in result.stderr and "legacy" not in result.stderr
+
+
+# --- a fleet part-way through ------------------------------------------------------------------------
+
+
+def rows(text: str, host: str) -> List[List[str]]:
+    return [line.split() for line in text.splitlines() if line.startswith(host + " ")]
+
+
+def test_a_mixed_fleet_answers_status_and_refuses_what_old_hosts_cannot(
+    stand_in: Callable[..., StandIn], daemon: Daemon
+):
+    stock, msmonitor = stand_in("dynolog"), stand_in("msmonitor")
+    new = f"127.0.0.1:{daemon.port}"
+    hosts = [new, stock.host, msmonitor.host]
+    status = across(hosts, "status")
+    assert status.returncode == 0, status.stderr
+    assert rows(status.stdout, stock.host) == [
+        [stock.host, "0.6.0", "(dynolog)", "-", "plain", "-", "-", "-", "-"]
+    ]
+    assert rows(status.stdout, msmonitor.host)[0][1:] == [
+        *["0.3.2", "(msMonitor)", "-", "plain", "-"],
+        *["Idle", "Idle", "42"],
+    ]
+    assert rows(status.stdout, new)[0][1] != "0.6.0"  # ours, over gRPC
+    assert status.stdout.splitlines()[-1] == "3 hosts: 3 effective, 0 ineffective, 0 unreachable"
+    assert [stock.request(), msmonitor.request()] == [GET_STATUS, GET_STATUS]  # each host asked alone
+
+    processes = across(hosts, "processes")
+    assert processes.returncode == 1
+    for old, flavor in ((stock, "dynolog"), (msmonitor, "msMonitor")):
+        assert (
+            f"{old.host}  ineffective: {old.host} is a C++ {flavor} daemon (legacy JSON RPC): dyno processes "
+            "needs this project's daemon"
+        ) in processes.stdout
+    assert processes.stdout.splitlines()[-1] == "3 hosts: 1 effective, 2 ineffective, 0 unreachable"
+    assert processes.stderr.startswith("dyno: 2 of 3 hosts did not answer effective")
+
+    trace = across(hosts, "gputrace", "--log-file", "/tmp/t.json")
+    assert rows(trace.stdout, stock.host)[0][1:5] == ["effective", "-", "101", "-"]
+    assert "ineffective" in rows(trace.stdout, new)[0]  # no process there
+
+
+def test_a_mixed_fleet_in_mutual_tls(
+    stand_in: Callable[..., StandIn], start_daemon: Callable[..., Daemon], pki: Pki
+):
+    msmonitor = stand_in("msmonitor", certs=pki.server)
+    ours = start_daemon("--certs-dir", str(pki.server))
+    hosts = [f"127.0.0.1:{ours.port}", msmonitor.host]
+    result = across(hosts, "--certs-dir", str(pki.client), "--json", "status")
+    assert result.returncode == 0, result.stderr
+    new, old = json.loads(result.stdout)
+    assert (new["state"], new["answer"]["tls"], "legacy" in new["answer"]) == ("effective", True, False)
+    assert old["answer"] == {
+        "legacy": "msMonitor",
+        "version": "0.3.2",
+        "tls": True,
+        "current_step": 42,
+        "npumonitor": "Idle",
+        "nputrace": "Idle",
+    }
