@@ -135,6 +135,14 @@ def test_a_flood_of_legacy_connections_leaves_grpc_clients_served(daemon: Daemon
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def test_connections_over_the_legacy_rate_are_closed_unread(start_daemon) -> None:
+    daemon = start_daemon("--legacy-connection-rate", "0.01", "--legacy-connection-burst", "2")
+    assert [cli.send(daemon.port, cli.STATUS) is not None for _ in range(3)] == [True, True, False]
+    with stub(daemon) as s:  # gRPC on the same port is another allowance
+        assert s.GetStatus(pb.GetStatusRequest(), timeout=10).version == __version__
+    wait_until(lambda: "(--legacy-connection-rate, --legacy-connection-burst)" in daemon.log_file.read_text())
+
+
 def test_legacy_rpc_off_serves_grpc_alone(start_daemon) -> None:
     daemon = start_daemon("--legacy-rpc=off")
     with stub(daemon) as s:

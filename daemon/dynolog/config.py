@@ -192,6 +192,20 @@ class DaemonConfig:
         type=_count,
         metavar="CALLS",
     )
+    legacy_connection_rate: float = flag(
+        50.0,
+        "legacy JSON RPC connections per second each address may open, sustained (default 50; 0: "
+        "unlimited); more are closed unread, as each costs the daemon far more than a gRPC call",
+        type=_unlimited_or_rate,
+        metavar="PER_SECOND",
+    )
+    legacy_connection_burst: int = flag(
+        100,
+        "legacy JSON RPC connections an address may open at once above --legacy-connection-rate "
+        "(default 100)",
+        type=_count,
+        metavar="CONNECTIONS",
+    )
     max_client_streams: int = flag(
         64,
         "streams (watches, dyno dynamic sessions) each client may hold open at once (default 64; "

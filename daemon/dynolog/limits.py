@@ -36,6 +36,7 @@ class Limits:
     rate: float  # requests per second per client, sustained; 0: unlimited
     burst: int  # requests a client may make at once before the rate applies
     streams: int  # streams a client may hold open at once; 0: unlimited
+    flags: str = "--client-rate-limit, --client-rate-burst"  # where a refusal tells the client to look
 
     @property
     def enabled(self) -> bool:
@@ -149,7 +150,7 @@ class ClientLimiter:
         if usage.bucket is not None and not usage.bucket.take(now):
             return (
                 f"rate limit: more than {limits.rate:g} requests/s (bursts of {limits.burst}) from client "
-                f"{client.name} (--client-rate-limit, --client-rate-burst); retry in "
+                f"{client.name} ({limits.flags}); retry in "
                 f"{math.ceil(usage.bucket.wait_s() * 1000)} ms"
             )
         if stream and limits.streams and usage.streams >= limits.streams:

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -74,6 +75,7 @@ class Daemon:
 
     async def start(self) -> None:
         config = self.config
+        _raise_open_files_limit()
         tls = self._check_transport()
         if config.enable_ipc_monitor:
             sinks = self._sinks()
@@ -87,7 +89,7 @@ class Daemon:
             except IpcError as exc:
                 raise StartupError(str(exc)) from None
         limiter = self._limiter()
-        self._port = Port() if config.legacy_rpc else None
+        self._port = Port(self._legacy_gate()) if config.legacy_rpc else None
         self._server = self._build_server(tls, limiter)
         if self._port is not None:
             self.port = await self._open_port(tls, limiter)
@@ -218,6 +220,16 @@ class Daemon:
             tuple(config.read_only_clients),
         )
 
+    def _legacy_gate(self) -> Optional[ClientLimiter]:
+        config = self.config
+        limits = Limits(
+            config.legacy_connection_rate,
+            config.legacy_connection_burst,
+            0,
+            "--legacy-connection-rate, --legacy-connection-burst",
+        )
+        return ClientLimiter(limits) if limits.enabled else None
+
     def _limiter(self) -> Optional[ClientLimiter]:
         config = self.config
         limits = Limits(config.client_rate_limit, config.client_rate_burst, config.max_client_streams)
@@ -264,6 +276,17 @@ SERVER_OPTIONS = [
 
 # sun_path holds 107 bytes; Kineto's client socket is <dir>/dynoconfigclient<36-char uuid>.
 _KINETO_CLIENT_NAME_LEN = len("/dynoconfigclient") + 36
+
+
+def _raise_open_files_limit() -> None:
+    """Up to the hard limit: every connection to the port holds a descriptor until it is told apart, and
+    a flood of them must not leave none for the IPC sockets, sinks and files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            log.warning("could not raise the open files limit from %d to %d", soft, hard)
 
 
 def _warn_long_socket_dir(socket_dir: str) -> None:

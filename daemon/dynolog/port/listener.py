@@ -19,6 +19,7 @@ from dynoproto.legacy import LegacyError
 
 from ..auth import peer_from_pem
 from ..legacy.service import Caller, LegacyService
+from ..limits import Client, ClientLimiter
 from ..tls_reload import ServerTls
 from .relay import Peers, relay
 from .sniff import FIRST, MAX_CLIENT_HELLO, Start, client_hello_alpn, start_of
@@ -29,13 +30,17 @@ log = logging.getLogger("dynolog.port")
 READ_TIMEOUT_S = 3.0  # msMonitor's daemon times a read out after 3 s
 WRITE_TIMEOUT_S = 3.0
 _GRPC_ALPN = "h2"
+_LEGACY_CONNECTION = "a legacy JSON RPC connection"
 
 
 class Port:
     """The listening socket in front of the gRPC server (on a loopback port of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: Optional[ClientLimiter] = None) -> None:
         self.peers = Peers()  # made first: the gRPC server's limits resolve relayed clients with it
+        # Legacy connections per address (--legacy-connection-rate): those over it are closed unread,
+        # so a flood costs an accept and a close each, and gRPC clients on the port go on being served.
+        self._gate = gate
         self._legacy: Optional[LegacyService] = None
         self._grpc_server = ("", 0)
         self._tls: Optional[ServerTls] = None
@@ -94,9 +99,13 @@ class Port:
             alpn = client_hello_alpn(hello) or ()
             if _GRPC_ALPN in alpn or self._tls is None:  # a plaintext daemon leaves TLS to gRPC to refuse
                 return await relay(reader, writer, hello, self._grpc_server, self.peers)
-            return await self._legacy_in_tls(reader, writer, hello)
+            if self._admitted(writer):
+                await self._legacy_in_tls(reader, writer, hello)
+            return None
         if self._tls is not None:
             return self._refuse_plaintext(writer)
+        if not self._admitted(writer):
+            return None
         body = await asyncio.wait_for(_body(reader, first), READ_TIMEOUT_S)
         await self._answer(writer, body, Caller(None, _host(writer)))
 
@@ -123,6 +132,12 @@ class Port:
         else:
             out.write(reply)
             await asyncio.wait_for(out.drain(), WRITE_TIMEOUT_S)
+
+    def _admitted(self, writer: asyncio.StreamWriter) -> bool:
+        if self._gate is None:
+            return True
+        host = _host(writer)
+        return self._gate.admit(Client(f"legacy:{host}", f"at {host}"), _LEGACY_CONNECTION, False) is None
 
     def _refuse_plaintext(self, writer: asyncio.StreamWriter) -> None:
         host = _host(writer)
