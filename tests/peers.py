@@ -166,3 +166,13 @@ def remove_stale_mindspore_memory() -> None:
     for shm in stale:
         with contextlib.suppress(FileNotFoundError):
             shm.unlink()
+
+
+# MindStudio's cluster analyser (pure Python; pandas, numpy, SQLAlchemy…), which reads npu-monitor's
+# msmonitor_*.db files (tests/test_peer_msprof_analyze.py).
+MSPROF_ANALYZE = ("msprof-analyze==26.2.0",)
+
+
+def msprof_analyze() -> Path:
+    """The ``msprof-analyze`` command of its virtual environment (about 350 MB; a minute the first time)."""
+    return venv("msprof-analyze", MSPROF_ANALYZE).with_name("msprof-analyze")
