@@ -52,6 +52,7 @@ TESTS = Path(__file__).resolve().parent
 SLOW_MODULES: Dict[str, str] = {
     "test_soak.py": "a thousand simulated plugin processes for 30 s, and starting and stopping them",
     "test_peer_mindspore.py": "MindSpore's own virtual environment (a ~1 GB download) and CPU training",
+    "test_peer_msprof_analyze.py": "msprof-analyze's own virtual environment (a ~350 MB download)",
     "test_plugin_hostile.py": "a real job against hostile and flooding daemons until its link recovers",
     "fuzz/test_fuzz_daemon.py": "floods and fuzzes a live daemon over gRPC and its sockets",
 }
