@@ -4,9 +4,10 @@ Prints ``ready pid=N`` once torch is imported and the first step ran, then train
 closes (the test's way to stop it). ``--step-ms`` pads each step to about that long.
 ``--import MODULE`` imports a framework extension after torch, as a user's script does
 (``import torch_npu``). ``--process-group URL`` first joins a gloo process group there (``file://…``;
-RANK and WORLD_SIZE from the environment). ``--report-steps FILE`` writes, on the way out, each step's
-wall-clock start and the time its work took (the padding excluded) as JSON, for benchmarks; without it
-nothing is recorded.
+RANK and WORLD_SIZE from the environment); with ``--all-reduce`` each step then all-reduces the loss,
+and a stop told to any rank stops every rank after the same step (none waits for a peer gone).
+``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work took
+(the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
 """
 
 import argparse
@@ -29,6 +30,9 @@ parser.add_argument(
 )
 parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
 parser.add_argument("--process-group", metavar="URL", help="join torch.distributed's gloo group at URL first")
+parser.add_argument(
+    "--all-reduce", action="store_true", help="all-reduce the loss each step (with --process-group)"
+)
 args = parser.parse_args()
 if args.process_group:  # RANK and WORLD_SIZE from the environment; returns once every rank joined
     import torch.distributed
@@ -60,6 +64,11 @@ def train_step():
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
     optimizer.step()
+    if args.all_reduce:  # the loss, and whether any rank was told to stop
+        shared = torch.stack([loss.detach(), torch.tensor(float(stop.is_set()))])
+        torch.distributed.all_reduce(shared)
+        if shared[1] > 0:
+            stop.set()
 
 
 # (wall-clock start in s, work in s) per step, only when asked for.
