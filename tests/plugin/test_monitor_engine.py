@@ -18,6 +18,7 @@ class ScriptedBackend:
     """Delivers one Kernel record per flush; remembers what it was asked."""
 
     name = "scripted"
+    host_is_device = False
 
     def __init__(self):
         self.calls = []

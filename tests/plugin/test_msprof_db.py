@@ -294,6 +294,26 @@ class RowsTest(DbTest):
         self.assertEqual(self.rows(f"SELECT * FROM COMPUTE_TASK_INFO WHERE globalTaskId = {task_id}"), [])
 
 
+class HostIsDeviceTest(DbTest):
+    def test_a_host_range_is_also_the_cpus_device_range(self):
+        writer = SqliteWriter(self.dir, PID, RANK, backend="torch", host_is_device=True)
+        writer.write([RANGE, INSTANT, HOST_KERNEL])
+        writer.close()
+        mstx = GOLDEN["mstx_task_type"]
+        with contextlib.closing(sqlite3.connect(writer.path)) as db:
+            tasks = db.execute(
+                "SELECT t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId FROM TASK t"
+                " JOIN STRING_IDS s ON s.id = t.taskType WHERE s.value = ?",
+                (mstx,),
+            ).fetchall()
+            offset = GOLDEN["mstx_connection_offset"]
+            self.assertEqual(tasks, [(15, 16, GOLDEN["no_device"], offset + 5, U)])  # ranges only
+            self.assertEqual(
+                db.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall(), [(RANK, -1)]
+            )
+        self.assertEqual(order(db_reader.read(writer.path).records), order([RANGE, INSTANT, HOST_KERNEL]))
+
+
 class ReadBackTest(DbTest):
     def test_a_record_of_each_kind_comes_back_as_written(self):
         self.written(EVERY_KIND)

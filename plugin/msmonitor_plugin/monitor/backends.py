@@ -68,6 +68,8 @@ class Backend(Protocol):
     """What the engine drives, always from its monitor thread (except construction)."""
 
     name: str
+    # The host's own work is the device's (torch on a CPU-only machine): a host range is a device range.
+    host_is_device: bool
 
     def start(self, collector: Collector, kinds: FrozenSet[Kind]) -> Dict[Kind, str]:
         """Start collecting *kinds*; returns the requested kinds it cannot provide, with the reason."""
@@ -148,6 +150,7 @@ class MsptiBackend:
     """MSPTI activity records, parsed inside the complete callback, aggregated or written."""
 
     name = "mspti"
+    host_is_device = False
 
     def __init__(self, lib: MsptiLibrary, env: Mapping[str, str] = os.environ) -> None:
         self.lib = lib
@@ -248,6 +251,7 @@ class NoBackend:
     """Nothing to collect with: every requested kind is reported unavailable."""
 
     name = "none"
+    host_is_device = False
 
     def __init__(self, reason: str = NO_BACKEND_REASON) -> None:
         self.reason = reason

@@ -33,6 +33,7 @@ from .msprof_db import (
     MSTX_MARKER,
     MSTX_TASK_TYPE,
     NA,
+    NO_DEVICE,
     UNKNOWN,
     SqliteWriter,
 )
@@ -154,12 +155,13 @@ def _host_markers(db: sqlite3.Connection, s: Dict[int, str]) -> Iterator[Record]
 
 
 def _device_markers(db: sqlite3.Connection, s: Dict[int, str]) -> Iterator[Record]:
-    """MsTx tasks, named after the host range of their connection id (as msMonitor pairs them)."""
+    """MsTx tasks, named after the host range of their connection id (as msMonitor pairs them); those on
+    device -1 are their host range again (the writer's ``host_is_device``)."""
     mstx = next((i for i, v in s.items() if v == MSTX_TASK_TYPE), None)
     query = (
         "SELECT t.startNs, t.endNs, t.deviceId, t.streamId, t.connectionId, m.message, m.domainId,"
         " m.eventType FROM TASK t LEFT JOIN MSTX_EVENTS m USING (connectionId) WHERE t.taskType = ?"
-        " ORDER BY t.globalTaskId"
+        f" AND t.deviceId != {NO_DEVICE} ORDER BY t.globalTaskId"
     )
     for start, end, device, stream, connection, message, domain, event in db.execute(query, (mstx,)):
         flag = 8 if event == MSTX_MARKER else 16
@@ -310,9 +312,8 @@ def upgrade(path: str, into: str) -> str:
     target = os.path.join(into, name)
     if os.path.exists(target):
         raise DbFileError(f"{target}: exists; not replaced")
-    writer = SqliteWriter(
-        into, int(old.meta.get("pid", "0")), int(old.meta.get("rank", "-1")), old.backend, name
-    )
+    pid, rank = int(old.meta.get("pid", "0")), int(old.meta.get("rank", "-1"))
+    writer = SqliteWriter(into, pid, rank, old.backend, name=name)
     writer.write(old.records)
     writer.close()
     return writer.path

@@ -156,7 +156,7 @@ class Monitor:
         aggregator = Aggregator(top_n=config.top_n)
         writer = None
         try:
-            writer = self._writer(config, output, backend.name) if output else None  # a full disk, say
+            writer = self._writer(config, output, backend) if output else None  # a full disk, say
             collector = Collector(aggregator, writer, config.filter)
             session = _Session(backend, collector, writer, config, output)
             backend.start(collector, config.kinds)
@@ -174,12 +174,12 @@ class Monitor:
         )
         self._thread.start()
 
-    def _writer(self, config: MonitorConfig, output: str, backend: str) -> WriterThread:
+    def _writer(self, config: MonitorConfig, output: str, backend: Backend) -> WriterThread:
         if config.export_type == ExportType.JSONL:
             lines, files = rotation(config.rotate_lines, config.rotate_files, self.env)
             writer: object = JsonlWriter(output, self.pid, self.rank, lines, files)
         else:
-            writer = SqliteWriter(output, self.pid, self.rank, backend)
+            writer = SqliteWriter(output, self.pid, self.rank, backend.name, backend.host_is_device)
         return WriterThread(writer, queue_capacity(self.env), dump_interval_s(self.env))
 
     def _set_interval(self, interval_s: int) -> None:

@@ -16,6 +16,9 @@ Communication       COMMUNICATION_OP; opName ``<name>_<3 digits of the group's h
 Marker, host        MSTX_EVENTS, eventType 0 (instantaneous) or 2 (start/end), connectionId the
                     marker id + 4000000000
 Marker, device      TASK with taskType ``MsTx`` and the host range's connectionId
+Marker, host, when  also a TASK (``MsTx``, device -1) with the range's connectionId: torch on a
+the host is the     CPU-only machine, whose Kernel kind is the CPU's operators (and mstx_sum fails
+device              on a rank none of whose ranges has a device part)
 Hccl, Memory,       not written by msMonitor; kept here in tables of their own (HCCL, MEMORY,
 MemSet, MemCpy      MEMSET, MEMCPY), made when the first such record comes
 ==================  ==========================================================================
@@ -239,8 +242,18 @@ class SqliteWriter:
 
     ext = "db"
 
-    def __init__(self, directory: str, pid: int, rank: int, backend: str = "", name: str = "") -> None:
-        """A new file in *directory*, named as msMonitor names it (*name*: an upgraded file keeps its own)."""
+    def __init__(
+        self,
+        directory: str,
+        pid: int,
+        rank: int,
+        backend: str = "",
+        host_is_device: bool = False,
+        name: str = "",
+    ) -> None:
+        """A new file in *directory*, named as msMonitor names it (*name*: an upgraded file keeps its own);
+        *host_is_device*: the backend's ``host_is_device``."""
+        self.host_is_device = host_is_device
         self.pid = pid
         self.rank = rank
         self.start_ns = time.time_ns()
@@ -382,11 +395,17 @@ class SqliteWriter:
                 event = MSTX_MARKER if x.flag in _INSTANT_FLAGS else MSTX_RANGE
                 what = (event, intern(r.name), tid, end_tid, intern(x.domain), connection)
                 batch.of(self._mstx_sql).append((r.start_ns, r.end_ns, *what))
-            else:  # a device range: a task on its stream, joined to the host range by the connection id
-                task = (r.start_ns, r.end_ns, r.device, connection, self._task_id, intern(MSTX_TASK_TYPE))
-                batch.of(self._task_sql).append((*task, r.stream))
-                self._task_id += 1
+                if self.host_is_device and event == MSTX_RANGE:
+                    self._mstx_task(r, NO_DEVICE, UNKNOWN, connection, batch)
+            else:
+                self._mstx_task(r, r.device, r.stream, connection, batch)
                 self.devices.add(r.device)
+
+    def _mstx_task(self, r: Record, device: int, stream: int, connection: int, batch: _Batch) -> None:
+        """A device range: a task on its stream, joined to the host range by the connection id."""
+        task = (r.start_ns, r.end_ns, device, connection, self._task_id, self._intern(MSTX_TASK_TYPE))
+        batch.of(self._task_sql).append((*task, stream))
+        self._task_id += 1
 
     def _extras(self, kind: Kind, records: List[Record], batch: _Batch) -> None:
         table = EXTRA_TABLES[kind]

@@ -94,6 +94,7 @@ class TorchBackend:
         self.torch = torch
         self._check_version()
         self.cuda = bool(torch.cuda.is_available())
+        self.host_is_device = not self.cuda  # CPU operators are the Kernel kind: the CPU is the device
         self.provides = {**CPU_KINDS, **CUDA_KINDS} if self.cuda else dict(CPU_KINDS)
         self.sampler = Sampler(_env_float(env, "MSMONITOR_TORCH_SAMPLE_S", 1.0), 0.01)
         self.kinds: FrozenSet[Kind] = frozenset()
