@@ -70,15 +70,47 @@ class ConfigTest(TempDir):
         self.assertTrue(any(w.startswith("timelimit=9000: above 7200 s") for w in cfg.warnings))
 
     def test_the_default_file_is_written_once_and_never_over_an_existing_one(self):
-        self.assertTrue(config.ensure(self.path))
+        self.assertTrue(config.ensure(self.path, {"HOME": "/home/u"}))
         with open(self.path) as f:
-            self.assertEqual(json.load(f), config.DEFAULT_CONTENT)
+            written = json.load(f)
+        self.assertEqual(written["prof_dir"], "/home/u/.ms_server_profiler/", "MindIE reads it unexpanded")
+        self.assertEqual(written, {**config.DEFAULT_CONTENT, "prof_dir": "/home/u/.ms_server_profiler/"})
+        self.assertEqual(written["metric_enable"], 0)
         self.write(enable=1, timelimit=5)
         self.assertTrue(config.ensure(self.path))
         config.write_back_disabled(self.path)
         with open(self.path) as f:
             self.assertEqual(json.load(f), {"enable": 0, "timelimit": 5}, "only enable changes")
         self.assertEqual(sorted(os.listdir(self.dir)), ["ms_service_profiler_config.json"], "no temp left")
+
+    def test_the_write_back_goes_through_a_symlink_and_keeps_mode_and_owner(self):
+        target = os.path.join(self.dir, "real.json")
+        with open(target, "w") as f:
+            json.dump({"enable": 1, "timelimit": 5}, f)
+        os.chmod(target, 0o640)
+        owner = (12345, 12345) if os.getuid() == 0 else (os.getuid(), os.getgid())
+        if os.getuid() == 0:
+            os.chown(target, *owner)
+        os.symlink(target, self.path)
+        config.write_back_disabled(self.path)
+        self.assertTrue(os.path.islink(self.path), "the link stays a link")
+        with open(target) as f:
+            self.assertEqual(json.load(f), {"enable": 0, "timelimit": 5})
+        st = os.stat(target)
+        self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_gid), (0o640, *owner))
+
+    def test_keys_for_cann_profilers_and_metric_enable_are_reported(self):
+        keys = {"aclDataTypeConfig": "ACL_PROF_ACL_API", "aclprofAicoreMetrics": "PipeUtilization"}
+        quiet = config.parse({"acl_prof_task_time_level": "L1", **keys})
+        self.assertEqual(quiet.unused, (), "nothing to say while no operator collection is asked for")
+        cfg = config.parse({"acl_task_time": 2, "acl_prof_task_time_level": "L1", "metric_enable": 1, **keys})
+        self.assertTrue(cfg.metric_enable)
+        self.assertEqual(cfg.warnings, (), "valid values, only not acted on")
+        said = "\n".join(cfg.unused)
+        for key in ("acl_prof_task_time_level", "aclprofAicoreMetrics", "aclDataTypeConfig"):
+            self.assertIn(f"{key}=", said)
+        self.assertIn("unused by acl_task_time 2 (MSPTI)", said)
+        self.assertIn("metric_enable=1: MindIE's Prometheus metrics are not collected", said)
 
 
 class WatchTest(TempDir):

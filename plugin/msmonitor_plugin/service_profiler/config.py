@@ -1,30 +1,38 @@
 """The MindIE service profiler's JSON switch file (``SERVICE_PROF_CONFIG_PATH``): its keys, read as
-MindIE reads them (lenient: a bad value is a warning and its default, never an exception), the default
-file it creates, and the ``"enable": 0`` it writes back when a limit stops recording."""
+MindIE 26.0 reads them (lenient: a bad value is a warning and its default, never an exception), the
+default file it creates (``prof_dir`` expanded: MindIE's reader does not expand ``$HOME``), and the
+``"enable": 0`` it writes back when a limit stops recording (into the file a symlink points to, keeping
+its mode and owner, as MindIE's in-place write does)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import IO, Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 log = logging.getLogger("msmonitor_plugin")
 
 ENV = "SERVICE_PROF_CONFIG_PATH"
 DEFAULT_PROF_DIR = "$HOME/.ms_server_profiler/"
-# Exactly what MindIE writes for a missing file: start the service, then set "enable" to 1.
+# What MindIE 26.0 writes for a missing file (prof_dir expanded when written: default_content), with
+# metric_enable, its new key, off. profiler_step_num stays out: any value below 1 stops recording at once.
 DEFAULT_CONTENT: Dict[str, Any] = {
     "enable": 0,
     "prof_dir": DEFAULT_PROF_DIR,
     "profiler_level": "INFO",
     "acl_task_time": 0,
-    "acl_prof_task_time_level": "L0",  # aclprof's level: accepted, unused (acl_task_time 1 is unavailable)
+    "acl_prof_task_time_level": "L0",
     "timelimit": 0,
     "domain": "",
+    "metric_enable": 0,
 }
+# Keys that configure CANN's own profilers (aclprof, torch_npu's), which do not run here: said when
+# operator collection (acl_task_time) is asked for with them.
+CANN_ONLY = ("acl_prof_task_time_level", "aclprofAicoreMetrics", "aclDataTypeConfig")
 LEVELS = {
     "ERROR": 10,
     "INFO": 20,
@@ -59,14 +67,17 @@ class ServiceConfig:
     torch_prof_modules: bool = False
     torch_prof_step_num: int = 0  # 0: every step
     profiler_step_num: Optional[int] = None  # None: no step limit
+    metric_enable: bool = False  # MindIE's Prometheus metrics: not collected here (a warning says so)
     warnings: Tuple[str, ...] = field(default=(), compare=False)
+    # valid keys this plugin does not act on (CANN's profilers' settings, metric_enable): said at each start
+    unused: Tuple[str, ...] = field(default=(), compare=False)
 
     def describe_changes(self, other: ServiceConfig) -> List[str]:
         """The fields that differ from *other* (``enable`` aside), for "takes effect at the next enable"."""
         return [
             name
             for name in self.__dataclass_fields__
-            if name not in ("enable", "warnings") and getattr(self, name) != getattr(other, name)
+            if name not in ("enable", "warnings", "unused") and getattr(self, name) != getattr(other, name)
         ]
 
 
@@ -77,11 +88,13 @@ def parse(obj: Any, env: Mapping[str, str] = os.environ) -> ServiceConfig:
     warnings: List[str] = []
     read = _Reader(obj, warnings)
     enable = read.integer("enable", 0) == 1
+    acl_task_time = read.choice("acl_task_time", 0, tuple(ACL_TASK_TIME_MODES))
+    metric_enable = read.flag("metric_enable")
     return ServiceConfig(
         enable=enable,
         prof_dir=_prof_dir(read.text("prof_dir", DEFAULT_PROF_DIR), env),
         profiler_level=read.level(),
-        acl_task_time=read.choice("acl_task_time", 0, tuple(ACL_TASK_TIME_MODES)),
+        acl_task_time=acl_task_time,
         timelimit_s=read.timelimit(),
         domains=frozenset(_split(read.text("domain", ""))) or None,
         api_filter=tuple(_split(read.text("api_filter", ""))),
@@ -92,8 +105,27 @@ def parse(obj: Any, env: Mapping[str, str] = os.environ) -> ServiceConfig:
         torch_prof_modules=read.flag("torch_prof_modules"),
         torch_prof_step_num=max(0, read.integer("torch_prof_step_num", 0)),
         profiler_step_num=read.integer("profiler_step_num", 0) if "profiler_step_num" in obj else None,
+        metric_enable=metric_enable,
         warnings=tuple(warnings),
+        unused=tuple(_unused(obj, acl_task_time, metric_enable)),
     )
+
+
+def _unused(obj: Dict[str, Any], acl_task_time: int, metric_enable: bool) -> List[str]:
+    """What the file asks for that is not done here, each as a sentence."""
+    said = (
+        ["metric_enable=1: MindIE's Prometheus metrics are not collected by this plugin"]
+        if metric_enable
+        else []
+    )
+    if acl_task_time:
+        mode = f"{acl_task_time} ({ACL_TASK_TIME_MODES[acl_task_time]})"
+        said += [
+            f"{key}={json.dumps(obj[key])}: configures CANN's profilers, unused by acl_task_time {mode} here"
+            for key in CANN_ONLY
+            if key in obj
+        ]
+    return said
 
 
 class _Reader:
@@ -179,7 +211,12 @@ def parse_text(text: str, env: Mapping[str, str] = os.environ) -> ServiceConfig:
     return parse(obj, env)
 
 
-def ensure(path: str) -> bool:
+def default_content(env: Mapping[str, str] = os.environ) -> Dict[str, Any]:
+    """The default file's content, its prof_dir expanded for this user."""
+    return {**DEFAULT_CONTENT, "prof_dir": _prof_dir(DEFAULT_PROF_DIR, env)}
+
+
+def ensure(path: str, env: Mapping[str, str] = os.environ) -> bool:
     """Write MindIE's default file when *path* (ending in .json) is missing and its folder is writable and
     ours; never overwrite. True when the file exists afterwards."""
     if os.path.exists(path):
@@ -196,7 +233,7 @@ def ensure(path: str) -> bool:
         log.warning("%s: %s is not a folder of ours that we may write: not creating the file", ENV, folder)
         return False
     try:
-        _replace(path, DEFAULT_CONTENT, exclusive=True)
+        _replace(path, default_content(env), exclusive=True)
     except FileExistsError:
         pass  # another process of the service created it first
     except OSError as exc:
@@ -206,9 +243,11 @@ def ensure(path: str) -> bool:
 
 
 def write_back_disabled(path: str) -> None:
-    """``"enable": 0`` into the file, keeping every other key, atomically (a limit stopped recording)."""
+    """``"enable": 0`` into the file, keeping every other key, atomically (a limit stopped recording);
+    through a symlink into its target, with the target's mode and owner."""
+    target = os.path.realpath(path)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(target, encoding="utf-8") as f:
             obj = json.load(f)
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
@@ -217,20 +256,25 @@ def write_back_disabled(path: str) -> None:
         return
     obj["enable"] = 0
     try:
-        _replace(path, obj)
+        _replace(target, obj, like=os.stat(target))
     except OSError as exc:
         log.warning("%s: cannot write enable 0 back into %s: %s", ENV, path, exc)
 
 
-def _replace(path: str, obj: Dict[str, Any], exclusive: bool = False) -> None:
+def _replace(
+    path: str, obj: Dict[str, Any], exclusive: bool = False, like: Optional[os.stat_result] = None
+) -> None:
     """Write a temp file beside *path* and rename it over *path* (a reader never sees half a file); with
-    *exclusive*, fail if *path* appeared meanwhile."""
+    *exclusive*, fail if *path* appeared meanwhile; with *like*, give it that file's mode and owner (when
+    the owner cannot be given, write *path* in place instead, as MindIE does, so it keeps both)."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".ms_service_profiler_", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=4)
-            f.write("\n")
+            _dump(obj, f)
+            if like is not None and not _same_owner(f.fileno(), like):
+                _write_in_place(path, obj)
+                return
         if exclusive:
             os.link(temp, path)  # fails if it exists: never overwrite
         else:
@@ -238,3 +282,26 @@ def _replace(path: str, obj: Dict[str, Any], exclusive: bool = False) -> None:
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
+
+
+def _dump(obj: Dict[str, Any], f: IO[str]) -> None:
+    json.dump(obj, f, indent=4)
+    f.write("\n")
+
+
+def _same_owner(fd: int, like: os.stat_result) -> bool:
+    """Give the open temp file *like*'s mode and owner; False when the owner cannot be given."""
+    os.fchmod(fd, stat.S_IMODE(like.st_mode))
+    own = os.fstat(fd)
+    if (own.st_uid, own.st_gid) == (like.st_uid, like.st_gid):
+        return True
+    try:
+        os.fchown(fd, like.st_uid, like.st_gid)
+    except PermissionError:
+        return False
+    return True
+
+
+def _write_in_place(path: str, obj: Dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        _dump(obj, f)

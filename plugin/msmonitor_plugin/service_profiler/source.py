@@ -15,7 +15,7 @@ from .watch import FileWatch
 
 class ServiceSource:
     def __init__(self, path: str, env: Mapping[str, str], slot: ProfilerSlot, router: CommandRouter) -> None:
-        config.ensure(path)
+        config.ensure(path, env)
         self.switch = ServiceSwitch(path, env, slot)
         self._router = router
         router.register((CommandKind.SERVICE_PROFILER,), self.switch.handle)

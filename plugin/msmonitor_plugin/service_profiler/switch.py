@@ -115,7 +115,7 @@ class ServiceSwitch:
         log.info("service profiler: recording into %s", dated)
 
     def _collectors(self, cfg: ServiceConfig, dated: str) -> List[operators.Part]:
-        problems: List[str] = []
+        problems: List[str] = list(cfg.unused)
         parts: List[operators.Part] = []
         mode = cfg.acl_task_time
         if mode == 1:
