@@ -279,6 +279,21 @@ def test_what_msmonitor_cannot_do_is_refused_before_anything_is_sent(
     asked_nothing_more(old)
 
 
+def test_an_msmonitor_daemon_whose_certificate_we_do_not_trust_is_refused_as_any_daemon(
+    stand_in: Callable[..., StandIn], pki: Pki, tmp_path: Path
+):
+    """gRPC checks the certificate before ALPN: no legacy request goes to an untrusted server."""
+    other = cf.authority(cn="Another CA")
+    server = cf.certs_dir(tmp_path / "server", Role.SERVER, other, cf.leaf(other, Role.SERVER, "localhost"))
+    old = stand_in("msmonitor", certs=server)
+    result = dyno(old.port, "--certs-dir", str(pki.client), "status")
+    assert result.returncode == 3
+    assert result.stderr.startswith(
+        f"dyno: cannot reach dynolog at localhost:{old.port}: the daemon's certificate is not trusted"
+    ), result.stderr
+    assert "dropped" in read_line_until(old.proc, "dropped", timeout=10)  # the handshake, and no request
+
+
 def test_a_port_nobody_listens_on_is_not_taken_for_a_legacy_daemon():
     result = dyno(free_port(), "status")
     assert result.returncode == 3

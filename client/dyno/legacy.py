@@ -136,7 +136,7 @@ def tls_context(ca_pem: bytes, chain_pem: bytes) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the peer and its name
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_verify_locations(cadata=ca_pem.decode())
-    fd = os.memfd_create("dyno-client-chain")
+    fd = os.memfd_create("dyno-client-chain", os.MFD_CLOEXEC)
     try:
         os.write(fd, chain_pem)
         context.load_cert_chain(f"/proc/self/fd/{fd}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Union
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import legacy as wire
@@ -51,7 +51,9 @@ def version(host: LegacyHost) -> str:
 # --- commands -----------------------------------------------------------------------------------------
 
 
-def trace(host: LegacyHost, request: Any, args: Namespace) -> pb.CommandResponse:
+def trace(
+    host: LegacyHost, request: Union[pb.NpuTraceRequest, pb.GpuTraceRequest], args: Namespace
+) -> pb.CommandResponse:
     """nputrace or gputrace (by *request*'s type) as setKinetOnDemandRequest; --wait and --collect
     follow a trace by its id, which only this project's daemon gives."""
     for flag, given in (("--wait", args.wait), ("--collect", args.collect)):
@@ -143,15 +145,9 @@ def command_response(
 ) -> pb.CommandResponse:
     """Each matched process: triggered, or busy (a config already waits for it). Effective as the
     daemon says (msMonitor's commandStatus), or when a process was triggered (dynolog's)."""
-    matched = _pids(reply, wire.MATCHED)
+    matched, triggered = _pids(reply, wire.MATCHED), _pids(reply, wire.ACTIVITY_TRIGGERED)
     said = reply.get(wire.COMMAND_STATUS)
-    if said is None:
-        triggered = _pids(reply, wire.ACTIVITY_TRIGGERED)
-        effective = bool(triggered)
-    else:  # msMonitor's npu-monitor answers may name no profilers: its word stands for each match
-        effective = said == wire.EFFECTIVE
-        triggered = _pids(reply, wire.ACTIVITY_TRIGGERED) if wire.ACTIVITY_TRIGGERED in reply else matched
-        triggered = triggered if effective else []
+    effective = said == wire.EFFECTIVE if said is not None else bool(triggered)
     response = pb.CommandResponse(
         command_status=pb.COMMAND_STATUS_EFFECTIVE if effective else pb.COMMAND_STATUS_INEFFECTIVE,
         message=_message(host, reply, matched, triggered),

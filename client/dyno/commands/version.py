@@ -20,7 +20,8 @@ def run(target: Target, args: Namespace) -> None:
     if target.json:
         print_json(to_json(version))
         return
-    print(f"dynolog {version.version} (api {version.api}, python {version.python})")
+    python = f", python {version.python}" if version.python else ""  # a C++ daemon has none
+    print(f"dynolog {version.version} (api {version.api}{python})")
     print(f"dyno {__version__}")
 
 
@@ -44,7 +45,7 @@ def ask(target: Target) -> pb.GetVersionResponse:
             return stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
     except LegacyDaemon as old:
         return pb.GetVersionResponse(
-            version=legacy_commands.version(old.host), api=f"legacy JSON RPC ({old.host.flavor})", python="-"
+            version=legacy_commands.version(old.host), api=f"legacy JSON RPC ({old.host.flavor})"
         )
 
 
