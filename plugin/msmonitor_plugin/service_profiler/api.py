@@ -129,7 +129,7 @@ class Profiler:
 
     def __init__(self, profiler_level: Union[int, str] = Level.INFO) -> None:
         recording = _active
-        if recording is None or not recording.records(profiler_level):
+        if recording is None or recording.level < level_value(profiler_level):
             self._recording: Optional[Recording] = None
             return  # disabled: nothing else is read, so nothing else is set
         self._recording = recording
@@ -151,7 +151,8 @@ class Profiler:
     def domain(self, name: str) -> Profiler:
         recording = self._recording
         if recording is not None:
-            if not recording.records_domain(name):
+            domains = recording.domains  # inline records_domain: this is on every call chain
+            if domains is not None and name not in domains:
                 self._recording = None
             self._domain = name
         return self
