@@ -40,8 +40,7 @@ class LegacyStatus:
 
 
 def status(host: LegacyHost) -> LegacyStatus:
-    version = host.call(wire.call(wire.GET_VERSION)).get("version", "?")
-    return LegacyStatus(host.flavor, str(version), host.target.tls, host.status)
+    return LegacyStatus(host.flavor, version(host), host.target.tls, host.status)
 
 
 def version(host: LegacyHost) -> str:
@@ -120,7 +119,7 @@ def _needs_msmonitor(host: LegacyHost, feature: str) -> None:
 
 def _no_ranks(host: LegacyHost, targets: pb.Targets) -> None:
     if targets.ranks:
-        raise host.refusal("--rank")
+        raise host.refusal("--rank-list")
 
 
 # --- the answer ---------------------------------------------------------------------------------------
