@@ -23,10 +23,10 @@ import random
 import statistics
 import tempfile
 import time
-from typing import List
+from typing import List, Tuple
 
 from _bench import Figure, report
-
+from msmonitor_plugin.monitor.msprof_db import SqliteWriter
 from msmonitor_plugin.monitor.records import (
     HOST,
     CommunicationExtras,
@@ -36,7 +36,6 @@ from msmonitor_plugin.monitor.records import (
     MemoryExtras,
     Record,
 )
-from msmonitor_plugin.monitor.msprof_db import SqliteWriter
 
 BASE_NS = 1_700_000_000_000_000_000
 RUN = 64  # records of one kind in a row, as MSPTI buffers deliver them
@@ -50,8 +49,8 @@ def _record(i: int, rnd: random.Random) -> Record:
         name, dur = f"op_{rnd.randrange(200)}", rnd.randrange(500, 50000)
         return Record(Kind.KERNEL, t, t + dur, i % 2, 3, i, name, "KERNEL_AIVEC")
     if slot < 13:
-        extras = HostExtras(4242, 4243 + i % 4)
-        return Record(Kind.API, t, t + rnd.randrange(200, 5000), HOST, 0, i, f"aclnn_{rnd.randrange(200)}", "", extras)
+        name, dur = f"aclnn_{rnd.randrange(200)}", rnd.randrange(200, 5000)
+        return Record(Kind.API, t, t + dur, HOST, 0, i, name, "", HostExtras(4242, 4243 + i % 4))
     if slot == 13:
         comm = CommunicationExtras(1 << 20, "FP16", f"group_{i % 3}", "RING")
         return Record(Kind.COMMUNICATION, t, t + 90000, i % 2, 5, i, f"hcom_allReduce_{i % 4}", "", comm)
@@ -68,7 +67,7 @@ def records(count: int) -> List[Record]:
     return [_record(i, rnd) for i in range(count)]
 
 
-def one_round(batches: List[List[Record]]) -> tuple:
+def one_round(batches: List[List[Record]]) -> Tuple[float, int]:
     """(CPU seconds of writing and closing, bytes of the file)."""
     with tempfile.TemporaryDirectory(prefix="msmonitor-db-bench-") as tmp:
         start = time.thread_time()
@@ -103,7 +102,7 @@ def main() -> None:
         Figure("DB file: bytes per record", size / args.records, "B"),
     ]
     notes = [
-        f"{args.records} records in batches of {args.batch}, {args.rounds} rounds; CPU time of the writing thread",
+        f"{args.records} records in batches of {args.batch}, {args.rounds} rounds; the writing thread's CPU",
         "goal: the records/s of the DB writer before issue 26 (--baseline), when given",
     ]
     details = {"rounds_cpu_s": [r[0] for r in rounds], "baseline": args.baseline}
