@@ -32,13 +32,26 @@ def server_configuration(material: Material) -> grpc.ServerCertificateConfigurat
 
 def server_ssl_context(material: Material) -> ssl.SSLContext:
     """The same mutual TLS for a server that is not gRPC (msMonitor's JSON RPC): TLS 1.2 or later, the
-    client verified against ``ca.crt``. The key goes to OpenSSL through an in-memory file: the standard
-    library loads keys from paths only, and this one must not touch a disk."""
+    client verified against ``ca.crt``."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = ssl.CERT_REQUIRED
+    return _mutual(context, material)
+
+
+def client_ssl_context(material: Material) -> ssl.SSLContext:
+    """msMonitor's client TLS, for ``dyno`` talking to its C++ daemon: TLS 1.2 or later, the server
+    verified against ``ca.crt`` alone and by the name dialled (its SAN), our certificate presented;
+    no ALPN."""
+    return _mutual(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), material)
+
+
+def _mutual(context: ssl.SSLContext, material: Material) -> ssl.SSLContext:
+    """*context* trusting ``ca.crt`` and presenting *material*'s certificate. The key goes to OpenSSL
+    through an in-memory file: the standard library loads keys from paths only, and this one must not
+    touch a disk."""
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_verify_locations(cadata=material.ca_pem.decode())
-    fd = os.memfd_create("dynolog-server-key", os.MFD_CLOEXEC)
+    fd = os.memfd_create(f"{material.role.value}-key", os.MFD_CLOEXEC)
     try:
         os.write(fd, pkcs8_pem(material.key) + material.cert_pem)
         context.load_cert_chain(f"/proc/self/fd/{fd}")

@@ -77,10 +77,9 @@ def _material(certs_dir: Optional[str], key_password_file: Optional[str]) -> Mat
 
 @functools.lru_cache(maxsize=None)
 def _legacy_tls(certs_dir: Optional[str], key_password_file: Optional[str]) -> ssl.SSLContext:
-    from dynocerts.keys import pkcs8_pem
+    from dynocerts.tls import client_ssl_context  # cryptography, as in client_material
 
-    material = _material(certs_dir, key_password_file)
-    return legacy.tls_context(material.ca_pem, material.cert_pem + pkcs8_pem(material.key))
+    return client_ssl_context(_material(certs_dir, key_password_file))
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ connection, plaintext or, as msMonitor's dyno does it, in mutual TLS from ``--ce
 from __future__ import annotations
 
 import json
-import os
 import socket
 import ssl
 import time
@@ -127,19 +126,3 @@ def _remaining(deadline: float) -> float:
     if left <= 0:
         raise socket.timeout("--timeout passed")
     return left
-
-
-def tls_context(ca_pem: bytes, chain_pem: bytes) -> ssl.SSLContext:
-    """msMonitor's client TLS: TLS 1.2 or 1.3, the server verified against ca.crt alone and by the name
-    dialled (SAN), our client certificate presented; no ALPN. *chain_pem*: client.crt and its key (PEM),
-    read through an in-memory file so the decrypted key never touches a disk."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the peer and its name
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_verify_locations(cadata=ca_pem.decode())
-    fd = os.memfd_create("dyno-client-chain", os.MFD_CLOEXEC)
-    try:
-        os.write(fd, chain_pem)
-        context.load_cert_chain(f"/proc/self/fd/{fd}")
-    finally:
-        os.close(fd)
-    return context
