@@ -344,6 +344,8 @@ LEGACY_TABLES = {
         " domain_id, name_id"
     ),
     "MEMCPY": "start_ns, end_ns, device_id, stream_id, correlation_id, name_id, bytes, is_async",
+    "HCCL": "start_ns, end_ns, device_id, stream_id, name_id, comm_name_id, bandwidth_gbps",
+    "MEMORY": "start_ns, end_ns, device_id, stream_id, correlation_id, name_id, bytes, address",
 }
 LEGACY_ROWS = {
     "KERNEL": [(10, 20, 1, 3, 7, 1, 2)],
@@ -351,6 +353,8 @@ LEGACY_ROWS = {
     "COMMUNICATION": [(13, 14, 1, 5, 9, 4, 1024, 5, 6, 7)],
     "MARKER": [(15, 16, -1, 0, 100, 101, 5, 2, 8, 9, 10)],
     "MEMCPY": [(17, 18, 1, 6, 9, 11, 8192, 1)],
+    "HCCL": [(17, 18, 1, 4, 12, 6, 12.5)],
+    "MEMORY": [(19, 20, 1, 0, 11, 13, 4096, 0xDEAD)],
 }
 LEGACY_STRINGS = [
     "matmul",
@@ -364,6 +368,8 @@ LEGACY_STRINGS = [
     "train",
     "fwd",
     "HTOD",
+    "hcclKernel",
+    "DEVICE",
 ]
 LEGACY_RECORDS = [
     KERNEL,
@@ -373,6 +379,8 @@ LEGACY_RECORDS = [
     ),
     RANGE,
     MEMCPY,
+    HCCL,
+    MEMORY,
 ]
 
 

@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import urllib.parse
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from .layouts import DATA_TYPES
 from .msprof_db import (
@@ -38,8 +38,11 @@ from .msprof_db import (
     SqliteWriter,
 )
 from .records import (
+    API_KINDS,
     HOST,
+    MEMORY_KINDS,
     CommunicationExtras,
+    Extras,
     HcclExtras,
     HostExtras,
     Kind,
@@ -188,116 +191,58 @@ def _stream(stream: int) -> int:
 
 # -- this plugin's earlier layout ---------------------------------------------------------------------
 
-_LEGACY_API = {
+# Each table of the earlier layout, and its kind.
+_LEGACY_TABLES = {
+    "KERNEL": Kind.KERNEL,
     "API": Kind.API,
     "ACL_API": Kind.ACL_API,
     "NODE_API": Kind.NODE_API,
     "RUNTIME_API": Kind.RUNTIME_API,
-}
-_LegacyRow = Callable[[sqlite3.Row, Dict[int, str]], Record]
-
-
-def _legacy_kernel(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-    return Record(
-        Kind.KERNEL,
-        r["start_ns"],
-        r["end_ns"],
-        r["device_id"],
-        r["stream_id"],
-        r["correlation_id"],
-        s[r["name_id"]],
-        s[r["type_id"]],
-    )
-
-
-def _legacy_api(kind: Kind) -> _LegacyRow:
-    def row(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-        extras = HostExtras(r["process_id"], r["thread_id"])
-        return Record(
-            kind, r["start_ns"], r["end_ns"], HOST, 0, r["correlation_id"], s[r["name_id"]], "", extras
-        )
-
-    return row
-
-
-def _legacy_communication(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-    extras = CommunicationExtras(r["count"], s[r["data_type_id"]], s[r["comm_name_id"]], s[r["alg_type_id"]])
-    return Record(
-        Kind.COMMUNICATION,
-        r["start_ns"],
-        r["end_ns"],
-        r["device_id"],
-        r["stream_id"],
-        r["correlation_id"],
-        s[r["name_id"]],
-        "",
-        extras,
-    )
-
-
-def _legacy_hccl(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-    extras = HcclExtras(r["bandwidth_gbps"], s[r["comm_name_id"]])
-    return Record(
-        Kind.HCCL, r["start_ns"], r["end_ns"], r["device_id"], r["stream_id"], 0, s[r["name_id"]], "", extras
-    )
-
-
-def _legacy_marker(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-    extras = MarkerExtras(
-        s[r["domain_id"]], s[r["source_id"]], r["flag"], r["marker_id"], r["process_id"], r["thread_id"]
-    )
-    return Record(
-        Kind.MARKER,
-        r["start_ns"],
-        r["end_ns"],
-        r["device_id"],
-        r["stream_id"],
-        0,
-        s[r["name_id"]],
-        "",
-        extras,
-    )
-
-
-def _legacy_memory(kind: Kind) -> _LegacyRow:
-    def row(r: sqlite3.Row, s: Dict[int, str]) -> Record:
-        if kind == Kind.MEMORY:
-            extras = MemoryExtras(r["bytes"], r["address"])
-        else:
-            extras = MemoryExtras(r["bytes"], 0, bool(r["is_async"]))
-        return Record(
-            kind,
-            r["start_ns"],
-            r["end_ns"],
-            r["device_id"],
-            r["stream_id"],
-            r["correlation_id"],
-            s[r["name_id"]],
-            "",
-            extras,
-        )
-
-    return row
-
-
-_LEGACY_TABLES: Dict[str, _LegacyRow] = {
-    "KERNEL": _legacy_kernel,
-    **{table: _legacy_api(kind) for table, kind in _LEGACY_API.items()},
-    "HCCL": _legacy_hccl,
-    "COMMUNICATION": _legacy_communication,
-    "MARKER": _legacy_marker,
-    "MEMORY": _legacy_memory(Kind.MEMORY),
-    "MEMSET": _legacy_memory(Kind.MEMSET),
-    "MEMCPY": _legacy_memory(Kind.MEMCPY),
+    "HCCL": Kind.HCCL,
+    "COMMUNICATION": Kind.COMMUNICATION,
+    "MARKER": Kind.MARKER,
+    "MEMORY": Kind.MEMORY,
+    "MEMSET": Kind.MEMSET,
+    "MEMCPY": Kind.MEMCPY,
 }
 
 
 def _legacy_records(db: sqlite3.Connection, s: Dict[int, str], tables: set) -> Iterator[Record]:
     db.row_factory = sqlite3.Row
-    for table, row in _LEGACY_TABLES.items():
+    for table, kind in _LEGACY_TABLES.items():
         if table in tables:
             for r in db.execute(f"SELECT * FROM {table} ORDER BY rowid"):
-                yield row(r, s)
+                yield _legacy_record(kind, r, s)
+
+
+def _legacy_record(kind: Kind, r: sqlite3.Row, s: Dict[int, str]) -> Record:
+    columns = r.keys()
+    device, stream = (r["device_id"], r["stream_id"]) if "device_id" in columns else (HOST, 0)  # API: host
+    correlation = r["correlation_id"] if "correlation_id" in columns else 0
+    task_type = s[r["type_id"]] if kind == Kind.KERNEL else ""
+    extras = _legacy_extras(kind, r, s)
+    return Record(
+        kind, r["start_ns"], r["end_ns"], device, stream, correlation, s[r["name_id"]], task_type, extras
+    )
+
+
+def _legacy_extras(kind: Kind, r: sqlite3.Row, s: Dict[int, str]) -> Extras:
+    if kind in API_KINDS:
+        return HostExtras(r["process_id"], r["thread_id"])
+    if kind == Kind.COMMUNICATION:
+        return CommunicationExtras(
+            r["count"], s[r["data_type_id"]], s[r["comm_name_id"]], s[r["alg_type_id"]]
+        )
+    if kind == Kind.HCCL:
+        return HcclExtras(r["bandwidth_gbps"], s[r["comm_name_id"]])
+    if kind == Kind.MARKER:
+        source, domain = s[r["source_id"]], s[r["domain_id"]]
+        return MarkerExtras(domain, source, r["flag"], r["marker_id"], r["process_id"], r["thread_id"])
+    if kind == Kind.MEMORY:
+        return MemoryExtras(r["bytes"], r["address"])
+    if kind in MEMORY_KINDS:
+        return MemoryExtras(r["bytes"], 0, bool(r["is_async"]))
+    return None
 
 
 # -- upgrade ------------------------------------------------------------------------------------------
