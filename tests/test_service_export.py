@@ -18,7 +18,9 @@ import pytest
 from harness import BIN
 from msmonitor_plugin.service_profiler import schema
 
-T0 = 1_700_000_000_000_000_000  # epoch ns: 2023-11-15 06:13:20 in Shanghai, the analyser's time zone
+# Epoch ns: 1970-01-12 21:46:40 in Shanghai, the analyser's time zone; below 2**53, so that the floats
+# the analyser computes in are exact and the expected figures can be worked out by hand.
+T0 = 1_000_000_000_000_000
 MS = 1_000_000
 T0_US = T0 // 1000
 Mark = Tuple[
@@ -27,7 +29,7 @@ Mark = Tuple[
 
 
 def when(ms_after: float) -> str:
-    return f"2023-11-15 06:13:20:{int(ms_after * 1000):06d}"
+    return f"1970-01-12 21:46:40:{int(ms_after * 1000):06d}"
 
 
 def write_26(path: Path, host: str, marks: Sequence[Mark], meta: Sequence[Tuple[str, str]] = ()) -> None:
@@ -213,15 +215,16 @@ def test_batch_csv(exported):
     rows = [list(r.values()) for r in read_csv(out / "batch.csv")]
     prof = "ms_service_nodeA-200"
     kv = ["100", "10", "90", "0.1"]  # the KVCacheStatus nearest the schedule span
+    # batch_type as given, else from the members' iterations; batch_size counts the members
     none = ["0", "0", "0", "0"]
     assert rows == [
         ["BatchSchedule", str(res(0)), when(5), when(6), "1.0", "Prefill", prof, "2.0", *kv,
          "2", "0", "0", "0", "0", "0", f"{T0_US + 5000}.0", f"{T0_US + 6000}.0"],
-        ["modelExec", str(res(0)), when(6), when(10), "4.0", "", prof, "2.0", *none,
+        ["modelExec", str(res(0)), when(6), when(10), "4.0", "Prefill", prof, "2.0", *none,
          "2", "0", "0", "0", "0", "0", f"{T0_US + 6000}.0", f"{T0_US + 10000}.0"],
         ["BatchSchedule", str(res(1)), when(11), when(12), "1.0", "Decode", prof, "2.0", *kv,
          "0", "2", "0", "0", "0", "0", f"{T0_US + 11000}.0", f"{T0_US + 12000}.0"],
-        ["modelExec", str(res(1)), when(12), when(15), "3.0", "", prof, "2.0", *none,
+        ["modelExec", str(res(1)), when(12), when(15), "3.0", "Decode", prof, "2.0", *none,
          "0", "2", "0", "0", "0", "0", f"{T0_US + 12000}.0", f"{T0_US + 15000}.0"],
     ]  # fmt: skip
 
@@ -275,8 +278,8 @@ def test_mindies_block_actions_make_the_other_kvcache_csv(tmp_path: Path):
     result = export(tmp_path / "prof", tmp_path / "out", "--format", "csv")
     assert result.returncode == 0, result.stderr
     assert [list(r.values()) for r in read_csv(tmp_path / "out" / "kvcache.csv")] == [
-        ["r1", "Allocate", "2023-11-15 06:13:20", "60.0", "0.25"],  # (80 - 60) / the most ever free
-        ["r1", "Free", "2023-11-15 06:13:20", "80.0", "0.0"],
+        ["r1", "Allocate", "1970-01-12 21:46:40", "60.0", "0.25"],  # (80 - 60) / the most ever free
+        ["r1", "Free", "1970-01-12 21:46:40", "80.0", "0.0"],
     ]
     for name in ("batch.csv", "forward.csv", "request_status.csv", "request.csv"):
         assert f"not written: {tmp_path / 'out' / name}: no rows: it needs" in result.stderr

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .model import SPAN, Mark, Process, Recording, batch_members, single_rid
+from .model import SPAN, Mark, Process, Recording, single_rid
 
 Cell = Any  # a CSV cell: a number, a string, or "" (missing)
 SHANGHAI = datetime.timezone(datetime.timedelta(hours=8))
@@ -25,6 +25,9 @@ RESPONSE_NAMES = ("httpRes", "DecodeEnd", "sendResponse", "outputSync")
 BATCH_EXEC_NAMES = ("modelExec", "modelRunnerExec", "Execute", "specDecoding")
 SCHEDULE_NAMES = ("BatchSchedule", "batchFrameworkProcessing")
 KVCACHE_DOMAINS = ("KVCache", "Schedule.KVCache")
+# The spans the analyser follows a request's iterations through (processor_req.parse_batch).
+BATCH_SPAN_NAMES = (*SCHEDULE_NAMES, *BATCH_EXEC_NAMES, "preprocess", "forward")
+BATCH_TYPES = {0: "Prefill", 1: "Decode", 2: "Extend", 3: "Mixed", 5: "Dummy"}  # MindIE's batchType
 KV_STATUS_COLUMNS = ("total_blocks", "used_blocks", "free_blocks", "kvcache_usage_rate")
 QUEUES = ("WAITING", "RUNNING", "SWAPPED")  # request_status.csv's columns, in order
 
@@ -40,8 +43,9 @@ def cells(row: Any) -> List[Cell]:
 
 
 def us(ns: int) -> float:
-    """Microseconds as the analyser holds them (a float: its sums and differences round the same way)."""
-    return ns / 1000
+    """Microseconds as the analyser holds them: numpy divides an int64 column as float64, so the
+    nanoseconds are rounded to a float first (its sums, differences and datetimes round the same way)."""
+    return float(ns) / 1000
 
 
 def ms_between(start_ns: int, end_ns: int) -> float:
@@ -66,7 +70,7 @@ def request_paths(marks: Sequence[Mark]) -> Dict[str, List[Mark]]:
     the analyser draws; a request seen once has none."""
     stops: Dict[str, List[Mark]] = {}
     for mark in marks:
-        for rid, _ in batch_members(mark.rid):
+        for rid in mark.request_ids:
             if rid:
                 stops.setdefault(rid, []).append(mark)
     return {rid: sorted(path, key=lambda m: m.start_ns) for rid, path in stops.items() if len(path) > 1}
@@ -111,8 +115,8 @@ def _prefill_ends(marks: Sequence[Mark]) -> Dict[str, float]:
     """Per request, the end of the last batch span that ran it at iteration 0 (its first token)."""
     ends: Dict[str, float] = {}
     for mark in marks:
-        if mark.name in SCHEDULE_NAMES + BATCH_EXEC_NAMES:
-            for rid, iteration in batch_members(mark.rid):
+        if mark.name in BATCH_SPAN_NAMES:
+            for rid, iteration in mark.members:
                 if iteration == 0:
                     ends[rid] = max(ends.get(rid, 0.0), us(mark.end_ns))
     return ends
@@ -220,9 +224,19 @@ def _number(value: Any) -> float:
         return 0
 
 
-def _float(value: Cell) -> Cell:
-    """batch_size as the analyser casts it (a float), empty as empty."""
-    return "" if value == "" else _number(value) * 1.0
+def batch_type(mark: Mark) -> Cell:
+    """As given (``batch_type``, or MindIE's ``batchType`` code), else from the members' iterations:
+    all 0 Prefill, all later Decode, both "Prefill, Decode" (plugin_trace.py)."""
+    given = mark.attrs.get("batch_type")
+    if given is not None:
+        return given
+    if "batchType" in mark.attrs:
+        return BATCH_TYPES.get(mark.attrs["batchType"], "Other")
+    iterations = [i for _, i in mark.members if i is not None]
+    prefill, decode = 0 in iterations, any(i > 0 for i in iterations)
+    return {(True, True): "Prefill, Decode", (True, False): "Prefill", (False, True): "Decode"}.get(
+        (prefill, decode), ""
+    )
 
 
 def _attr(mark: Mark, name: str) -> Cell:
@@ -273,9 +287,9 @@ def batch_rows(recording: Recording) -> List[BatchRow]:
                 start_datetime=when(mark.start_ns),
                 end_datetime=when(mark.end_ns),
                 during_time=ms_between(mark.start_ns, mark.end_ns),
-                batch_type=_attr(mark, "batch_type"),
+                batch_type=batch_type(mark),
                 prof_id=mark.prof_id,
-                batch_size=_float(_attr(mark, "batch_size")),
+                batch_size=float(len(mark.members)),  # the analyser counts the res list
                 kv=kv.nearest(mark),
                 prefill_batch_size=prefill,
                 decode_batch_size=decode,
@@ -348,13 +362,13 @@ def forward_rows(recording: Recording) -> List[ForwardRow]:
             rows.append(
                 ForwardRow(
                     name=m.name,
-                    relative_start_time=round((m.start_ns - host_start[m.process.host]) / 1e6, 2),
+                    relative_start_time=round(ms_between(host_start[m.process.host], m.start_ns), 2),
                     start_datetime=when(m.start_ns),
                     end_datetime=when(m.end_ns),
                     during_time=ms_between(m.start_ns, m.end_ns),
-                    bubble_time=round((following.start_ns - m.end_ns) / 1e6, 2) if following else "",
-                    batch_size=_attr(m, "batch_size"),
-                    batch_type=_attr(m, "batch_type"),
+                    bubble_time=round(ms_between(m.end_ns, following.start_ns), 2) if following else "",
+                    batch_size=str(len(m.members)),
+                    batch_type=batch_type(m),
                     forward_iter=i + 1,
                     dp_rank=ranks.get(m.process, ""),
                     prof_id=prof_id,
@@ -410,7 +424,7 @@ def _block_rows(marks: Sequence[Mark]) -> List[Any]:
     for m in marks:
         left = m.metric("deviceBlock")
         acts = m.name in ("Allocate", "AppendSlot", "Free") and most_free > 0 and left is not None
-        rid = ",".join(r for r, _ in batch_members(m.rid))
+        rid = ",".join(m.request_ids)
         rate = (most_free - (left or 0)) / most_free if acts else 0
         moment = when(m.start_ns, "%Y-%m-%d %H:%M:%S")  # the analyser's kvcache.csv: whole seconds
         rows.append(KvBlockRow(rid, m.name, moment, "" if left is None else left, rate))
@@ -437,29 +451,28 @@ class RequestStatusRow:
 
 
 def request_status_rows(recording: Recording) -> List[RequestStatusRow]:
-    """The queue sizes each scheduler mark reports (``scope#QueueName`` with ``QueueSize=``), the other
-    queues as last reported (empty until they are)."""
-    rows = []
-    sizes: Dict[Tuple[Process, str], Cell] = {}
-    first: Dict[Process, int] = {}
-    for m in sorted(recording.marks, key=lambda m: m.start_ns):
-        queue = str(m.attrs.get("scope#QueueName", "")).upper()
+    """Each scheduler mark that reports a queue's size (``scope#QueueName`` WAITING, RUNNING or SWAPPED with
+    ``QueueSize=``): that queue's column filled, the others empty; times relative to the process's first
+    (exporter_req_status.py, which rounds to 0.01 ms before subtracting)."""
+    reported = []
+    for m in recording.marks:
+        queue = str(m.attrs.get("scope#QueueName", ""))
         size = m.metric("QueueSize")
-        if queue not in QUEUES or size is None:
-            continue
-        sizes[m.process, queue] = size
-        began = first.setdefault(m.process, m.start_ns)
-        host = recording.meta.get(m.process, {}).get("hostname", m.process.host)
-        rows.append(
-            RequestStatusRow(
-                hostuid=host,
-                pid=m.process.pid,
-                start_datetime=when(m.start_ns),
-                relative_timestamp=round((m.start_ns - began) / 1e6, 2),
-                waiting=sizes.get((m.process, "WAITING"), ""),
-                running=sizes.get((m.process, "RUNNING"), ""),
-                swapped=sizes.get((m.process, "SWAPPED"), ""),
-                timestamp=round(us(m.start_ns) / 1000, 2),
-            )
+        if queue in QUEUES and size is not None:
+            reported.append((m, queue, size, round(us(m.start_ns) / 1000, 2)))
+    first: Dict[int, float] = {}
+    for m, _, _, ms_at in reported:
+        first[m.process.pid] = min(first.get(m.process.pid, ms_at), ms_at)
+    return [
+        RequestStatusRow(
+            hostuid=recording.meta.get(m.process, {}).get("hostname", m.process.host),
+            pid=m.process.pid,
+            start_datetime=when(m.start_ns),
+            relative_timestamp=round(ms_at - first[m.process.pid], 2),
+            waiting=size if queue == "WAITING" else "",
+            running=size if queue == "RUNNING" else "",
+            swapped=size if queue == "SWAPPED" else "",
+            timestamp=ms_at,
         )
-    return rows
+        for m, queue, size, ms_at in reported
+    ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 EVENT, SPAN, LINK = "event", "span", "link"
+Member = Tuple[str, Optional[int]]  # a request id, and its iteration in the batch (None: not given)
 
 
 def ms(ns: int) -> float:
@@ -39,10 +40,18 @@ class Mark:
     tid: int
     kind: str  # EVENT | SPAN | LINK
     attrs: Dict[str, Any]  # the message: rid, "name=" / "name+" metrics, "scope#Name", attributes
+    members: Tuple[Member, ...] = ()  # a batch's requests (its rid a list), each with its iteration
 
     @property
     def rid(self) -> Any:
         return self.attrs.get("rid", "")
+
+    @property
+    def request_ids(self) -> Tuple[str, ...]:
+        """The requests the mark is about: a batch's members, or its one id."""
+        if self.members:
+            return tuple(rid for rid, _ in self.members)
+        return () if isinstance(self.rid, (list, dict)) or self.rid in ("", None) else (str(self.rid),)
 
     def metric(self, name: str) -> Optional[float]:
         """The value set (``name=``) or added (``name+``) by this mark, if it carries one."""
@@ -129,18 +138,29 @@ def parse_message(text: str) -> Dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def batch_members(rid: Any) -> List[Tuple[str, Optional[int]]]:
-    """A mark's requests: each id with its iteration (``iter``) when a batch's ``res`` gives it (vLLM's
-    ``iter_size`` is a token count, not an iteration, for the analyser too)."""
-    items = rid if isinstance(rid, list) else [rid] if rid not in ("", None) else []
-    members: List[Tuple[str, Optional[int]]] = []
-    for item in items:
-        if isinstance(item, dict):
-            iteration = item.get("iter")
-            members.append((str(item.get("rid", "")), int(iteration) if isinstance(iteration, int) else None))
-        else:
-            members.append((str(item), None))
-    return members
+class Iterations:
+    """Each batch member's iteration, as the analyser reads a ``res`` list (processor_res.py): ``iter``
+    as given; vLLM's ``iter_size`` counts tokens, so a request's first batch is iteration 0 and each later
+    one adds its ``iter_size`` (kept per request across the marks of a recording, in order)."""
+
+    def __init__(self) -> None:
+        self._seen: Dict[str, int] = {}
+
+    def members(self, rid: Any) -> Tuple[Member, ...]:
+        if not isinstance(rid, list):
+            return ()
+        return tuple(self._member(item) for item in rid)
+
+    def _member(self, item: Any) -> Member:
+        if not isinstance(item, dict):
+            return str(item), None
+        rid = str(item.get("rid", ""))
+        size = item.get("iter_size")
+        if size and isinstance(size, int):
+            iteration = self._seen[rid] = self._seen[rid] + size if rid in self._seen else 0
+            return rid, iteration
+        given = item.get("iter")
+        return rid, given if isinstance(given, int) and not isinstance(given, bool) else None
 
 
 def single_rid(rid: Any) -> str:

@@ -22,7 +22,19 @@ from msmonitor_plugin.service_profiler import schema
 from msmonitor_plugin.service_profiler.schema import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
 
 from .discover import ExportError, Inputs, process_from_name
-from .model import EVENT, LINK, SPAN, Api, Counter, Kernel, Mark, Process, Recording, parse_message
+from .model import (
+    EVENT,
+    LINK,
+    SPAN,
+    Api,
+    Counter,
+    Iterations,
+    Kernel,
+    Mark,
+    Process,
+    Recording,
+    parse_message,
+)
 
 Rows = List[Tuple[Any, ...]]
 
@@ -90,19 +102,33 @@ def _kind(attrs: Dict[str, Any], is_span: bool) -> str:
     return SPAN if is_span or kind == MarkType.TYPE_SPAN else EVENT
 
 
+class _Marks:
+    """A database's marks as they are read, each batch's members numbered as the analyser numbers them."""
+
+    def __init__(self, where: Tuple[Process, str]) -> None:
+        self.where = where
+        self.marks: List[Mark] = []
+        self._iterations = Iterations()
+
+    def add(
+        self, name: str, domain: str, span: Tuple[int, int], tid: int, kind: str, attrs: Dict[str, Any]
+    ) -> None:
+        start, end = span
+        members = self._iterations.members(attrs.get("rid"))
+        self.marks.append(Mark(*self.where, name, domain, start, max(end, start), tid, kind, attrs, members))
+
+
 def _slices(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
     rows = db.rows(
         "SELECT coalesce(name, ''), coalesce(cat, ''), coalesce(timestamp, 0),"
         " coalesce(end_time, timestamp, 0), coalesce(duration, 0), coalesce(tid, 0), coalesce(args, '')"
         " FROM slice ORDER BY id"
     )
-    marks = []
+    marks = _Marks(where)
     for name, domain, start, end, duration, tid, args in rows:
         attrs = parse_message(args)
-        marks.append(
-            Mark(*where, name, domain, start, max(end, start), tid, _kind(attrs, duration > 0), attrs)
-        )
-    return marks
+        marks.add(name, domain, (start, end), tid, _kind(attrs, duration > 0), attrs)
+    return marks.marks
 
 
 def _mstx(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
@@ -110,13 +136,12 @@ def _mstx(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
         "SELECT coalesce(message, ''), coalesce(flag, 0), coalesce(timestamp, 0),"
         " coalesce(endTimestamp, timestamp, 0), coalesce(tid, 0) FROM mstx ORDER BY markId"
     )
-    marks = []
+    marks = _Marks(where)
     for message, flag, start, end, tid in rows:
         attrs = parse_message(message)
         name, domain = str(attrs.pop("name", "")), str(attrs.pop("domain", ""))
-        kind = _kind(attrs, flag == SPAN_FLAG)
-        marks.append(Mark(*where, name, domain, start, max(end, start), tid, kind, attrs))
-    return marks
+        marks.add(name, domain, (start, end), tid, _kind(attrs, flag == SPAN_FLAG), attrs)
+    return marks.marks
 
 
 def _counters(db: _Db, process: Process) -> List[Counter]:
@@ -127,32 +152,43 @@ def _counters(db: _Db, process: Process) -> List[Counter]:
 
 
 def _legacy(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
-    """The older tables as marks; a metric joins the message of the mark its call recorded (same thread
-    and time), or stands as a "Launch" event of its own."""
+    """The older tables as marks, in time order; a metric joins the message of the mark its call recorded
+    (same thread and time), or stands as a "Launch" event of its own."""
+    rows: List[Tuple[str, str, int, int, int, str, Dict[str, Any]]] = []
     found: Dict[Tuple[int, int], Dict[str, Any]] = {}
-    marks: List[Mark] = []
 
-    def add(name: str, domain: str, start: int, end: int, tid: int, rid: str, attrs: str, kind: str) -> None:
+    def add(name: str, domain: str, span: Tuple[int, int], tid: int, rid: str, attrs: str, kind: str) -> None:
         message = {"rid": _legacy_rid(rid), **parse_message(attrs)} if rid else parse_message(attrs)
-        marks.append(Mark(*where, name, domain, start, max(end, start), tid, kind, message))
-        found[tid, end] = message
+        rows.append((name, domain, *span, tid, kind, message))
+        found[tid, span[1]] = message
 
     for name, domain, start, end, tid, rid, attrs in _table_rows(db, "spans", _SPANS):
-        add(name, domain, start, end, tid, rid, attrs, SPAN)
+        add(name, domain, (start, end), tid, rid, attrs, SPAN)
     for name, domain, ts, tid, rid, attrs in _table_rows(db, "events", _EVENTS):
-        add(name, domain, ts, ts, tid, rid, attrs, EVENT)
+        add(name, domain, (ts, ts), tid, rid, attrs, EVENT)
     for name, domain, ts, tid, rid, value, kind, scope in _table_rows(db, "metrics", _METRICS):
-        message = found.get((tid, ts))
-        if message is None:
-            add("Launch", domain, ts, ts, tid, rid, "", EVENT)
-            message = found[tid, ts]
+        if (tid, ts) not in found:
+            add("Launch", domain, (ts, ts), tid, rid, "", EVENT)
+        message = found[tid, ts]
         message[f"{name}{'+' if kind == 'inc' else '='}"] = value
         if scope:
             message["scope#"] = scope
     for from_rid, to_rid, domain, ts in _table_rows(db, "links", _LINKS):
-        message = {"type": int(MarkType.TYPE_LINK), "from": from_rid, "to": to_rid}
-        marks.append(Mark(*where, "Link", domain, ts, ts, 0, LINK, message))
-    return sorted(marks, key=lambda m: m.start_ns)
+        rows.append(
+            (
+                "Link",
+                domain,
+                ts,
+                ts,
+                0,
+                LINK,
+                {"type": int(MarkType.TYPE_LINK), "from": from_rid, "to": to_rid},
+            )
+        )
+    marks = _Marks(where)
+    for name, domain, start, end, tid, kind, message in sorted(rows, key=lambda row: row[2]):
+        marks.add(name, domain, (start, end), tid, kind, message)
+    return marks.marks
 
 
 def _legacy_rid(text: str) -> Any:

@@ -15,7 +15,7 @@ from msmonitor_plugin.service_profiler import schema
 
 from .. import analysis
 from ..analysis import flow_phase
-from ..model import Process, Recording, batch_members
+from ..model import Process, Recording
 from .atomic import replacing
 from .chrome_trace import trace_pids, track
 
@@ -86,11 +86,7 @@ def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
         db,
         "batch_req",
         ("batch_id", "name", "rid", "iter"),
-        (
-            (i, b.name, rid, it)
-            for i, b, m in _batch_marks(recording, batches)
-            for rid, it in batch_members(m.rid)
-        ),
+        ((i, b.name, rid, it) for i, b, m in _batch_marks(recording, batches) for rid, it in m.members),
     )
     _create(
         db,

@@ -1,0 +1,93 @@
+"""Against MindIE's own analyser, where one is at hand (opt-in: its source is not ours to ship): a recording
+made by this plugin's API, as a MindIE service's markers make it, parsed by ``python -m
+ms_service_profiler.parse`` and exported by ``dyno service export``, file by file.
+
+    MINDIE_ANALYSER_SOURCE=<msserviceprofiler checkout> MINDIE_ANALYSER_PYTHON=<python with pandas, scipy,
+    psutil> .venv/bin/python -m pytest -q tests/test_service_analyser.py
+
+Every column is compared, datetimes included (the analyser's float arithmetic is reproduced)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from harness import BIN
+
+SOURCE = os.environ.get("MINDIE_ANALYSER_SOURCE", "")
+PYTHON = os.environ.get("MINDIE_ANALYSER_PYTHON", "")
+pytestmark = pytest.mark.skipif(
+    not (SOURCE and PYTHON), reason="MINDIE_ANALYSER_SOURCE and MINDIE_ANALYSER_PYTHON are not set"
+)
+
+RECORD = """
+import sys
+from msmonitor_plugin.service_profiler import api
+from msmonitor_plugin.service_profiler.store import ServiceStore
+from ms_service_profiler import Level, Profiler
+from ms_service_profiler.profiler import prof_step
+
+store = ServiceStore(sys.argv[1])
+api.attach(api.Recording(Level.INFO, None, store, lambda: None))
+rids = [f"req-{i}" for i in range(4)]
+for i, rid in enumerate(rids):
+    Profiler(Level.INFO).domain("Request").res(rid).metric("recvTokenSize", 16 + i).event("httpReq")
+    Profiler(Level.INFO).domain("Schedule").res(rid).metric_scope("QueueName", "WAITING").metric(
+        "QueueSize", i + 1).event("Enqueue")
+    Profiler(Level.INFO).domain("Schedule").res(rid).metric_scope("QueueName", "RUNNING").metric(
+        "QueueSize", i).event("Dequeue")
+for step in range(3):
+    batch = [{"rid": rid, "iter": step} for rid in rids]
+    with Profiler(Level.INFO).domain("Schedule").res(batch).span_start("BatchSchedule"):
+        Profiler(Level.INFO).domain("KVCache").res(rids).metric("deviceBlock", 100 - step).event("Allocate")
+    with Profiler(Level.INFO).domain("ModelExecute").res(batch).span_start("modelExec"):
+        with Profiler(Level.INFO).domain("ModelExecute").res(batch).span_start("forward"):
+            sum(range(20000))
+    prof_step()
+Profiler(Level.INFO).domain("KVCache").res(rids).metric("deviceBlock", 100).event("Free")
+for rid in rids:
+    Profiler(Level.INFO).domain("Request").res(rid).metric("replyTokenSize", 3).event("httpRes")
+api.attach(None)
+store.close()
+"""
+
+
+def read(path: Path) -> List[Dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    root = tmp_path_factory.mktemp("analyser")
+    prof = root / "prof"
+    record = subprocess.run(
+        [sys.executable, "-c", RECORD, str(prof / "1115-0613" / "Trace_Service")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert record.returncode == 0, record.stderr
+    theirs, ours = root / "theirs", root / "ours"
+    parse = subprocess.run(
+        [PYTHON, "-m", "ms_service_profiler.parse", "--input-path", str(prof), "--output-path", str(theirs)],
+        env={**os.environ, "PYTHONPATH": SOURCE}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert parse.returncode == 0, parse.stderr[-2000:]
+    export = subprocess.run(
+        [str(BIN / "dyno"), "service", "export", "--input-path", str(prof), "--output-path", str(ours)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    return {"theirs": theirs, "ours": ours}
+
+
+@pytest.mark.parametrize("name", ["request.csv", "batch.csv", "kvcache.csv", "request_status.csv"])
+def test_the_same_rows_as_mindies_analyser(outputs: Dict[str, Path], name: str):
+    theirs, ours = read(outputs["theirs"] / name), read(outputs["ours"] / name)
+    assert list(theirs[0]) == list(ours[0]), "the same columns, in order"
+    assert ours == theirs
