@@ -106,7 +106,9 @@ def dyno(port: int, *args: str) -> subprocess.CompletedProcess:  # type: ignore[
 
 
 def across(hosts: List[str], *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return dyno(1778, "--hosts", ",".join(hosts), *args)
+    """With this project's daemon among the hosts: a --timeout whose handshake bound (3 s) a loaded
+    machine's daemon meets, as a real one would."""
+    return dyno(1778, "--timeout", "6", "--hosts", ",".join(hosts), *args)
 
 
 def config(body: Dict[str, Any]) -> Dict[str, str]:
@@ -292,6 +294,17 @@ def test_an_msmonitor_daemon_whose_certificate_we_do_not_trust_is_refused_as_any
         f"dyno: cannot reach dynolog at localhost:{old.port}: the daemon's certificate is not trusted"
     ), result.stderr
     assert "dropped" in read_line_until(old.proc, "dropped", timeout=10)  # the handshake, and no request
+
+
+def test_a_daemon_of_this_project_whose_grpc_is_slow_is_never_taken_for_a_legacy_one(
+    stand_in: Callable[..., StandIn],
+):
+    """It answers the legacy RPC too, with both C++ daemons' keys: dyno reports the slow gRPC."""
+    ours = stand_in("this-project")
+    result = dyno(ours.port, "status")
+    assert result.returncode == 3
+    assert "timed out before receiving SETTINGS frame" in result.stderr and "legacy" not in result.stderr
+    assert ours.request() == GET_STATUS  # it was asked, and its answer said whose it is
 
 
 def test_a_port_nobody_listens_on_is_not_taken_for_a_legacy_daemon():

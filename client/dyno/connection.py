@@ -51,9 +51,13 @@ HANDSHAKE_S = 3.0
 def open_channel(target: Target) -> grpc.Channel:
     if target.tls:
         return grpc.secure_channel(target.address, credentials(target))
-    # At most half the --timeout, so that a legacy daemon's answer still fits in the rest.
-    handshake_ms = int(1000 * min(HANDSHAKE_S, target.timeout / 2))
+    handshake_ms = int(1000 * handshake_s(target))
     return grpc.insecure_channel(target.address, [("grpc.min_reconnect_backoff_ms", handshake_ms)])
+
+
+def handshake_s(target: Target) -> float:
+    """At most half the --timeout, so that a legacy daemon's answer still fits in the rest."""
+    return min(HANDSHAKE_S, target.timeout / 2)
 
 
 def credentials(target: Target) -> grpc.ChannelCredentials:
@@ -87,24 +91,27 @@ def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
     """A stub for one command; gRPC errors become :class:`CliError` with what to check. A host whose
     daemon turns out to be a C++ one raises :class:`~dyno.legacy.LegacyDaemon`, its message naming
     *feature* (``dyno processes``, ``--wait``) as what needs this project's daemon."""
+    started = time.monotonic()
     channel = open_channel(target)
     try:
         yield pb_grpc.DynologStub(channel)
     except grpc.RpcError as exc:
         channel.close()  # before any legacy call: the stock daemon serves one connection at a time
-        raise _failure(target, exc, feature) from None
+        raise _failure(target, exc, feature, started) from None
     finally:
         channel.close()
 
 
-def _failure(target: Target, exc: grpc.RpcError, feature: str) -> CliError:
+def _failure(target: Target, exc: grpc.RpcError, feature: str, started: float) -> CliError:
     """The gRPC failure as a CliError, or as LegacyDaemon when a legacy getStatus answers instead.
-    The legacy calls get a --timeout of their own: gRPC may still hold a connection it was making when
-    the call failed (closed at its HANDSHAKE_S), and the stock daemon serves the next one after it."""
+    The legacy calls end with the host's --timeout, but get two handshakes' time at least: gRPC may
+    still hold a connection it was making when the call failed (closed at its handshake bound), and
+    the stock daemon serves the next connection only after it."""
     error = rpc_error(target, exc)
     code = exc.code() if isinstance(exc, grpc.Call) else None
     if code is grpc.StatusCode.UNAVAILABLE and legacy.suspect(target, exc.details() or ""):
-        host = legacy.probe(target, time.monotonic() + target.timeout, legacy_tls(target))
+        deadline = max(started + target.timeout, time.monotonic() + 2 * handshake_s(target))
+        host = legacy.probe(target, deadline, legacy_tls(target))
         if host is not None:
             return legacy.LegacyDaemon(host, feature)
     return error

@@ -2,7 +2,8 @@
 reference (shared/reference/legacy-wire.md) documents them answering. Tests run ``dyno`` against it as
 against a host that speaks nothing else; it is none of their code.
 
-    python legacy_daemon.py --flavor dynolog|msmonitor [--certs-dir DIR] [--processes 101,102] [--busy 102]
+    python legacy_daemon.py --flavor dynolog|msmonitor|this-project [--certs-dir DIR] [--processes 101,102]
+                            [--busy 102]
 
 Prints ``legacy stand-in ready port=N`` (a port the OS chose), then one line per connection, in order:
 ``request <base64>`` (the bytes of a whole framed request: length, then body) followed by ``reply
@@ -28,8 +29,10 @@ MSMONITOR_READ_TIMEOUT_S = 3.0  # its SO_RCVTIMEO
 STATUS = {
     "dynolog": {"status": 1},
     "msmonitor": {"current_step": 42, "npumonitor": "Idle", "nputrace": "Idle"},
+    # Not a C++ daemon: this project's, which answers both CLIs' keys at once, with its gRPC stuck.
+    "this-project": {"status": 1, "current_step": 42, "npumonitor": "Idle", "nputrace": "Idle"},
 }
-VERSION = {"dynolog": "0.6.0", "msmonitor": "0.3.2"}
+VERSION = {"dynolog": "0.6.0", "msmonitor": "0.3.2", "this-project": "0.1.0"}
 
 
 class Dropped(Exception):
