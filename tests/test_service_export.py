@@ -194,12 +194,13 @@ def test_request_csv(exported):
     rows = {r["http_rid"]: list(r.values())[1:] for r in read_csv(out / "request.csv")}
     start = T0_US // 1000
     assert rows == {
-        # queue wait: Dequeue - Enqueue; first token: from httpReq to the end of its prefill modelExec
+        # queue wait: Dequeue - Enqueue; first token: from httpReq to the end of its prefill modelExec;
+        # a figure a request lacks is 0.0, as the analyser fills its float column
         "r1": [when(0), "12.0", "3.0", "20.0", "2.0", "10.0", "N/A", f"{start}.0"],
         "r2": [when(1), "7.0", "5.0", "29.0", "2.0", "9.0", "N/A", f"{start + 1}.0"],
-        "r3": [when(50), "4.0", "2.0", "2.0", "0.0", "0", "N/A", f"{start + 50}.0"],  # MindIE 8.3's
-        "r4": [when(53), "6.0", "1.0", "7.0", "0.0", "0", "N/A", f"{start + 53}.0"],  # 8.3's ^ quoting
-        "r5": [when(40), "9.0", "1.0", "5.0", "0.0", "0", "N/A", f"{start + 40}.0"],  # the older layout
+        "r3": [when(50), "4.0", "2.0", "2.0", "0.0", "0.0", "N/A", f"{start + 50}.0"],  # MindIE 8.3's
+        "r4": [when(53), "6.0", "1.0", "7.0", "0.0", "0.0", "N/A", f"{start + 53}.0"],  # 8.3's ^ quoting
+        "r5": [when(40), "9.0", "1.0", "5.0", "0.0", "0.0", "N/A", f"{start + 40}.0"],  # the older layout
     }
     assert list(rows) == ["r1", "r2", "r5", "r3", "r4"], "by start time"
 

@@ -15,7 +15,7 @@ import bisect
 import datetime
 import math
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .model import SPAN, Mark, Process, Recording, single_rid
 
@@ -111,54 +111,88 @@ def _by_request(marks: Sequence[Mark]) -> Dict[str, List[Mark]]:
     return found
 
 
-def _prefill_ends(marks: Sequence[Mark]) -> Dict[str, float]:
-    """Per request, the end of the last batch span that ran it at iteration 0 (its first token)."""
-    ends: Dict[str, float] = {}
-    for mark in marks:
-        if mark.name in BATCH_SPAN_NAMES:
-            for rid, iteration in mark.members:
+class _Spans:
+    """Per request, the (start, end) microseconds of the marks a figure is taken over."""
+
+    def __init__(self) -> None:
+        self.by_rid: Dict[str, List[Tuple[float, float]]] = {}
+
+    def add(self, rid: str, mark: Mark) -> None:
+        self.by_rid.setdefault(rid, []).append((us(mark.start_ns), us(mark.end_ns)))
+
+
+def _first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+    """Per request, from ``httpReq`` to the latest end of: its batch spans at iteration 0, its first
+    ``detokenize``/``decode`` and its first ``sendResponse`` (calc_ttft); only where there is one."""
+    spans = _Spans()
+    arrived: Set[str] = set()
+    firsts: Set[Tuple[str, str]] = set()
+    for m in marks:
+        if m.name == "httpReq":
+            arrived.update(m.request_ids)
+            for rid in m.request_ids:
+                spans.add(rid, m)
+        elif m.name in BATCH_SPAN_NAMES:
+            for rid, iteration in m.members:
                 if iteration == 0:
-                    ends[rid] = max(ends.get(rid, 0.0), us(mark.end_ns))
-    return ends
+                    spans.add(rid, m)
+        elif m.name in ("detokenize", "decode", "sendResponse"):
+            kind = "send" if m.name == "sendResponse" else "decode"
+            for rid in m.request_ids:
+                if (rid, kind) not in firsts:
+                    firsts.add((rid, kind))
+                    spans.add(rid, m)
+    return {
+        rid: (max(e for _, e in points) - min(s for s, _ in points)) / 1000
+        for rid, points in spans.by_rid.items()
+        if rid in arrived and len(points) > 1
+    }
 
 
-def _first_token_ms(rows: Sequence[Mark], prefill_end: Optional[float]) -> float:
-    """From ``httpReq`` to the latest of: its prefill batch's end, its first decode, its first
-    ``sendResponse`` (the analyser's ``calc_ttft``); 0 when it cannot tell."""
-    start = next((us(m.start_ns) for m in rows if m.name == "httpReq"), None)
-    ends = [prefill_end] if prefill_end is not None else []
-    for names in (("detokenize", "decode"), ("sendResponse",)):
-        ends += [us(m.end_ns) for m in rows if m.name in names][:1]
-    return (max(ends) - start) / 1000 if start is not None and ends else 0
+def _queue_wait_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+    """Per request, from its first ``Enqueue`` to its last ``Dequeue`` (calc_que_wait)."""
+    enqueued, dequeued = _Spans(), _Spans()
+    for m in marks:
+        for rid in m.request_ids if m.name in ("Enqueue", "Dequeue") else ():
+            (enqueued if m.name == "Enqueue" else dequeued).add(rid, m)
+    return {
+        rid: (max(e for _, e in dequeued.by_rid[rid]) - min(s for s, _ in points)) / 1000
+        for rid, points in enqueued.by_rid.items()
+        if rid in dequeued.by_rid
+    }
 
 
-def _queue_wait_ms(rows: Sequence[Mark]) -> float:
-    enqueued = [us(m.start_ns) for m in rows if m.name == "Enqueue"]
-    dequeued = [us(m.end_ns) for m in rows if m.name == "Dequeue"]
-    return (max(dequeued) - min(enqueued)) / 1000 if enqueued and dequeued else 0.0
+def _or_zero(found: Dict[str, float], rid: str) -> Cell:
+    """A request's figure; a missing one is 0, written as the analyser's column holds it (a float when
+    any request has the figure, else an integer)."""
+    return found.get(rid, 0.0 if found else 0)
 
 
 def request_rows(recording: Recording) -> List[RequestRow]:
-    prefill_ends = _prefill_ends(recording.marks)
+    first_token, queue_wait = _first_token_ms(recording.marks), _queue_wait_ms(recording.marks)
     rows = []
     for rid, marks in _by_request(recording.marks).items():
         arrived = next((m for m in marks if m.name == "httpReq"), None)
         answered = [m for m in marks if m.name in RESPONSE_NAMES]
         synced = sum(m.name == "outputSync" for m in answered)
         hit = next((m.attrs.get("hitCache", 0) for m in marks if m.name == "CacheHitRate"), "N/A")
-        start = us(arrived.start_ns) // 1000 if arrived else None
-        ended = us(answered[-1].end_ns) // 1000 if answered else None
+        start = us(arrived.start_ns) if arrived else None
+        ended = us(answered[-1].end_ns) if answered else None
+        execution: Cell = ""
+        if start is not None and ended is not None:
+            execution = ended // 1000 - start // 1000
         rows.append(
             RequestRow(
                 http_rid=rid,
                 start_datetime=when(arrived.start_ns) if arrived else "",
                 recv_token_size=_first(m.metric("recvTokenSize") for m in marks),
                 reply_token_size=synced or _first(m.metric("replyTokenSize") for m in marks),
-                execution_time=ended - start if start is not None and ended is not None else "",
-                queue_wait_time=_queue_wait_ms(marks),
-                first_token_latency=_first_token_ms(marks, prefill_ends.get(rid)),
+                execution_time=execution,
+                queue_wait_time=_or_zero(queue_wait, rid),
+                first_token_latency=_or_zero(first_token, rid),
                 cache_hit_rate=hit,
-                start_time="" if start is None else start,
+                # whole milliseconds when the request has both ends, else left in microseconds (as it does)
+                start_time="" if start is None else start // 1000 if execution != "" else start,
             )
         )
     return sorted(rows, key=lambda r: (r.start_time == "", r.start_time or 0))
