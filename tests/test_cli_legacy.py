@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 import certs_factory as cf
+import legacy_cli
 from dynocerts.policy import Role
 from harness import BIN, Daemon, free_port, read_line_until, stop_process
 
@@ -28,22 +29,6 @@ STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "legacy_daemon.py"
 PROCESSES = "101,102"
 # A short --timeout: detecting the stock daemon costs half of it (no HTTP/2 SETTINGS ever comes).
 TIMEOUT = ("--timeout", "2")
-
-NPUTRACE_KEYS = [  # msMonitor's dyno nputrace, in its order (legacy-wire.md)
-    "ACTIVITIES_LOG_FILE", "PROFILE_START_ITERATION", "PROFILE_START_STEP", "ACTIVITIES_ITERATIONS",
-    "PROFILE_RECORD_SHAPES", "PROFILE_PROFILE_MEMORY", "PROFILE_WITH_STACK", "PROFILE_WITH_FLOPS",
-    "PROFILE_WITH_MODULES", "PROFILE_ACTIVITIES", "PROFILE_ANALYSE", "PROFILE_ASYNC_MODE",
-    "PROFILE_PROFILER_LEVEL", "PROFILE_AIC_METRICS", "PROFILE_L2_CACHE", "PROFILE_OP_ATTR",
-    "PROFILE_MSPROF_TX", "PROFILE_GC_DETECT_THRESHOLD", "PROFILE_DATA_SIMPLIFICATION", "PROFILE_EXPORT_TYPE",
-    "PROFILE_HOST_SYS", "PROFILE_SYS_IO", "PROFILE_SYS_INTERCONNECTION", "PROFILE_MSTX_DOMAIN_INCLUDE",
-    "PROFILE_MSTX_DOMAIN_EXCLUDE", "PROFILE_IS_RANK", "PROFILE_RANK_LIST",
-]  # fmt: skip
-NPU_MONITOR_KEYS = [  # msMonitor's dyno npu-monitor
-    "NPU_MONITOR_START", "NPU_MONITOR_STOP", "REPORT_INTERVAL_S", "DURATION", "MSPTI_ACTIVITY_KIND",
-    "NPU_MONITOR_LOG_FILE", "NPU_MONITOR_EXPORT_TYPE", "JSONL_ROTATE_LOG_LINES", "JSONL_ROTATE_LOG_FILES",
-    "NPU_MONITOR_FILTER",
-]  # fmt: skip
-GPUTRACE_TAIL = ["PROFILE_WITH_STACK", "PROFILE_WITH_FLOPS", "PROFILE_WITH_MODULES"]
 
 
 @dataclass
@@ -111,10 +96,10 @@ def across(hosts: List[str], *args: str) -> subprocess.CompletedProcess:  # type
     return dyno(1778, "--timeout", "6", "--hosts", ",".join(hosts), *args)
 
 
-def config(body: Dict[str, Any]) -> Dict[str, str]:
-    """The request's config text as KEY -> VALUE, in the order it came."""
+def config(body: Dict[str, Any]) -> List[str]:
+    """The request's config text as its KEY=VALUE lines."""
     assert body["fn"] == "setKinetOnDemandRequest"
-    return dict(line.split("=", 1) for line in body["config"].split("\n"))
+    return body["config"].split("\n")  # type: ignore[no-any-return]
 
 
 GET_STATUS = b'\x12\x00\x00\x00{"fn":"getStatus"}'
@@ -155,21 +140,7 @@ def test_gputrace_on_a_stock_dynolog_sends_its_keys_and_names_each_file(stand_in
     assert old.request() == GET_STATUS
     body = old.body()
     assert (body["job_id"], body["pids"], body["process_limit"]) == (7, [0], 1000)  # the daemon's "no limit"
-    assert config(body) == {
-        "ACTIVITIES_LOG_FILE": "/tmp/t.json",
-        "PROFILE_START_TIME": "0",
-        "ACTIVITIES_DURATION_MSECS": "500",
-        "PROFILE_REPORT_INPUT_SHAPES": "false",
-        "PROFILE_PROFILE_MEMORY": "true",
-        "PROFILE_MEMORY": "true",
-        "PROFILE_MEMORY_DURATION_MSECS": "500",
-        **dict.fromkeys(GPUTRACE_TAIL, "false"),
-    }
-    assert list(config(body))[:3] == [
-        "ACTIVITIES_LOG_FILE",
-        "PROFILE_START_TIME",
-        "ACTIVITIES_DURATION_MSECS",
-    ]
+    assert config(body) == legacy_cli.stock_gputrace("/tmp/t.json", memory=True)  # its CLI's very lines
     assert "commandStatus: effective" in result.stdout
     assert "2 process(es) matched, 1 triggered" in result.stdout
     rows = [line.split() for line in result.stdout.splitlines()]
@@ -181,15 +152,7 @@ def test_gputrace_on_a_stock_dynolog_sends_its_keys_and_names_each_file(stand_in
     old.request()
     body = old.body()
     assert body["pids"] == [101, 9]
-    assert list(config(body)) == [
-        "ACTIVITIES_LOG_FILE",
-        "PROFILE_START_ITERATION",
-        "PROFILE_START_ITERATION_ROUNDUP",
-        "ACTIVITIES_ITERATIONS",
-        "PROFILE_REPORT_INPUT_SHAPES",
-        *GPUTRACE_TAIL,
-    ]
-    assert config(body)["ACTIVITIES_ITERATIONS"] == "3"
+    assert config(body) == legacy_cli.stock_gputrace("/tmp/t.json", iterations=3)
 
 
 def test_no_process_matched_on_a_stock_dynolog_is_dynologs_exit_0(stand_in: Callable[..., StandIn]):
@@ -235,24 +198,18 @@ def test_msmonitor_in_mutual_tls_nputrace_and_npu_monitor(stand_in: Callable[...
     )  # fmt: skip
     assert trace.returncode == 0, trace.stderr
     assert old.request() == GET_STATUS
-    sent = config(old.body())
-    assert list(sent) == NPUTRACE_KEYS
-    assert [sent[k] for k in ("ACTIVITIES_LOG_FILE", "PROFILE_START_STEP", "ACTIVITIES_ITERATIONS")] == [
-        "/data/prof",
-        "100",
-        "2",
-    ]
-    assert (sent["PROFILE_IS_RANK"], sent["PROFILE_RANK_LIST"]) == ("true", "0,1")
-    assert (sent["PROFILE_GC_DETECT_THRESHOLD"], sent["PROFILE_HOST_SYS"]) == ("1.5", "None")
+    ranks = {"PROFILE_IS_RANK": "true", "PROFILE_RANK_LIST": "0,1", "PROFILE_GC_DETECT_THRESHOLD": "1.5"}
+    assert config(old.body()) == legacy_cli.msmonitor_nputrace("/data/prof", 100, 2, **ranks)
     answer = json.loads(trace.stdout)
     assert answer["commandStatus"] == "effective" and answer["processes_matched"] == [101, 102]
 
     monitor = dyno(old.port, *certs, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
     assert monitor.returncode == 0, monitor.stderr
     assert old.request() == GET_STATUS
-    sent = config(old.body())
-    assert list(sent) == NPU_MONITOR_KEYS  # not this project's TOP_N
-    assert (sent["NPU_MONITOR_START"], sent["MSPTI_ACTIVITY_KIND"]) == ("true", "Kernel")
+    # Its CLI's lines (not this project's TOP_N), but for the float: configtext writes 0.0 where Rust
+    # writes 0 (the same number; this daemon's own text to msMonitor's plugins writes it so too).
+    kinds = {"MSPTI_ACTIVITY_KIND": "Kernel", "DURATION": "0.0"}
+    assert config(old.body()) == legacy_cli.msmonitor_npu_monitor(True, **kinds)
 
 
 @pytest.mark.parametrize(
