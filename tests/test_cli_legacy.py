@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import struct
 import subprocess
 import sys
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
@@ -22,7 +26,10 @@ import pytest
 
 import certs_factory as cf
 import legacy_cli
+from dyno import legacy
+from dyno.target import Target
 from dynocerts.policy import Role
+from dynoproto import legacy as wire
 from harness import BIN, Daemon, free_port, read_line_until, stop_process
 
 STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "legacy_daemon.py"
@@ -329,3 +336,57 @@ def test_a_mixed_fleet_in_mutual_tls(
         "npumonitor": "Idle",
         "nputrace": "Idle",
     }
+
+
+# --- a hostile or broken reply -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        struct.pack("=i", 0),
+        struct.pack("=i", -5),
+        struct.pack("=i", wire.MAX_REPLY + 1),  # refused before dyno buffers it
+        struct.pack("=i", 100) + b'{"status":',  # closed short
+        wire.frame(b"\xff\xfe"),
+        wire.frame(b"[1,2]"),
+        b"\x01\x00",  # closed inside the length
+    ],
+)
+def test_a_reply_that_is_not_one_framed_json_object_is_refused(reply: bytes):
+    with replying(reply) as port, pytest.raises(wire.LegacyError):
+        legacy.call(Target(port=port), wire.call(wire.GET_STATUS), time.monotonic() + 10)
+
+
+def test_a_server_that_never_answers_costs_the_deadline_only():
+    began = time.monotonic()
+    with replying(None) as port, pytest.raises(OSError):  # socket.timeout
+        legacy.call(Target(port=port), wire.call(wire.GET_STATUS), began + 0.5)
+    assert time.monotonic() - began < 5
+
+
+@contextmanager
+def replying(reply: Optional[bytes]) -> Iterator[int]:
+    """A server on a free port that reads one request and sends *reply* (None: holds the connection
+    until the test is done), on a thread stopped at the end."""
+    done = threading.Event()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def serve() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                if reply is None:
+                    done.wait()
+                else:
+                    conn.sendall(reply)
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            done.set()
+            thread.join()
