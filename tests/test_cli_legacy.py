@@ -271,6 +271,13 @@ def test_a_daemon_of_this_project_whose_grpc_is_slow_is_never_taken_for_a_legacy
     assert ours.request() == GET_STATUS  # it was asked, and its answer said whose it is
 
 
+def test_this_projects_real_daemon_answering_the_legacy_rpc_is_not_taken_for_a_cpp_one(daemon: Daemon):
+    """The stand-in above mimics this: the daemon's own getStatus reply is what dyno tells it by."""
+    target = Target(port=daemon.port)
+    assert legacy.call(target, wire.call(wire.GET_STATUS), time.monotonic() + 10)  # it does answer
+    assert legacy.probe(target, time.monotonic() + 10, None) is None
+
+
 def test_a_port_nobody_listens_on_is_not_taken_for_a_legacy_daemon():
     result = dyno(free_port(), "status")
     assert result.returncode == 3
