@@ -9,9 +9,10 @@ Real processes on loopback: a ``dynolog`` serving both (the default) and one wit
 2. Legacy ``getStatus`` as both dyno binaries make it: a new TCP connection per request, the framed
    request in two writes, the reply read until the daemon closes; p50 and p99 of 2000, and requests per
    second from 1 and 4 client threads.
-3. gRPC ``GetStatus`` p99 while the port is flooded from another process: 1000 connections held open
-   silent (each closed by the daemon after its 3 s read timeout and opened again), and 4 threads sending
-   malformed and valid legacy requests as fast as they can. Goal: p99 <= 2x the unflooded p99.
+3. gRPC ``GetStatus`` p99 while the port is flooded from another process (at nice 19: it stands for
+   other hosts, and takes only the CPU the daemon and the client leave): 10 000 connections held open
+   silent, and 4 threads sending malformed and valid legacy requests as fast as they can. Goal: p99 <= 2x
+   the unflooded p99. The same flood against ``--legacy-rpc=off`` (gRPC's own listener) for reference.
 
 Client, flood and daemon share this machine's cores. Figures are not asserted.
 """
@@ -40,7 +41,7 @@ CALLS = 2000
 WARMUP = 200
 LEGACY_REQUESTS = 2000
 THREADS = 4
-HELD = 1000
+HELD = 10_000  # the issue's figure: far more than a node's users ever open
 FLOOD_THREADS = 4
 
 
@@ -71,10 +72,17 @@ def legacy_rate(port: int, threads: int) -> float:
     return LEGACY_REQUESTS / (time.perf_counter() - t0)
 
 
-def _flood(port: int, stop: Any) -> None:
+def _flood(port: int, stop: Any, filled: Any) -> None:
     """In a process of its own: silent connections held open, and a stream of requests good and bad."""
+    import os
+    import resource
     import threading
 
+    # The flood stands for other hosts: at the lowest priority it takes only CPU the daemon and the
+    # measured client leave, so what is measured is the daemon's handling, not two cores shared three ways.
+    os.nice(19)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, HELD + 1000), hard))
     held: List[socket.socket] = []
 
     def hold() -> None:
@@ -85,6 +93,7 @@ def _flood(port: int, stop: Any) -> None:
                     held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
                 except OSError:
                     break
+            filled.set()
             time.sleep(0.5)
 
     def requests() -> None:
@@ -113,11 +122,11 @@ def _flood(port: int, stop: Any) -> None:
 
 
 def flooded_p99_us(port: int) -> float:
-    stop = multiprocessing.Event()
-    flood = multiprocessing.Process(target=_flood, args=(port, stop))
+    stop, filled = multiprocessing.Event(), multiprocessing.Event()
+    flood = multiprocessing.Process(target=_flood, args=(port, stop, filled))
     flood.start()
     try:
-        time.sleep(2)  # let the held connections build up
+        filled.wait(120)  # every held connection open once
         return percentile(grpc_round_trips_us(port), 99)
     finally:
         stop.set()
@@ -134,6 +143,9 @@ def main() -> None:
     with running_daemon() as flooded:  # the legacy connection limit as shipped
         calm_p99 = percentile(grpc_round_trips_us(flooded.port), 99)
         flood_p99 = flooded_p99_us(flooded.port)
+    with running_daemon("--legacy-rpc=off") as alone:  # the same bytes, to gRPC's own listener
+        off_calm_p99 = percentile(grpc_round_trips_us(alone.port), 99)
+        off_flood_p99 = flooded_p99_us(alone.port)
     figures = [
         Figure("gRPC GetStatus, relayed by the port, p50", percentile(relayed, 50), "µs"),
         Figure("gRPC GetStatus, relayed by the port, p99", percentile(relayed, 99), "µs"),
@@ -147,12 +159,15 @@ def main() -> None:
         Figure("gRPC GetStatus p99, port not flooded", calm_p99, "µs"),
         Figure("gRPC GetStatus p99, legacy flood", flood_p99, "µs"),
         Figure("flooded p99 / unflooded p99", flood_p99 / calm_p99, "x", "<= 2"),
+        Figure("--legacy-rpc=off: gRPC GetStatus p99, not flooded", off_calm_p99, "µs"),
+        Figure("--legacy-rpc=off: gRPC GetStatus p99, the same flood", off_flood_p99, "µs"),
     ]
     report(
         "legacy",
         figures,
         [
-            f"flood: {HELD} silent connections held, {FLOOD_THREADS} threads of good and bad legacy requests",
+            f"flood: {HELD} silent connections held, {FLOOD_THREADS} threads of good and bad legacy "
+            "requests, from a process at nice 19 (standing for other hosts)",
             "legacy requests open a connection each, as dynolog's and msMonitor's dyno do",
         ],
     )

@@ -1,4 +1,5 @@
-"""The port: accept, read the first bytes, and relay to gRPC or answer in the legacy JSON RPC.
+"""The port: each connection, once the doorway (:mod:`.doorway`) has its first bytes, relayed to gRPC
+or answered in the legacy JSON RPC.
 
 Every legacy connection is bounded: its request must arrive (TLS handshake included) within
 :data:`READ_TIMEOUT_S`, its length must be 1..MAX_REQUEST, and the reply must be taken within
@@ -21,8 +22,9 @@ from ..auth import peer_from_pem
 from ..legacy.service import Caller, LegacyService
 from ..limits import Client, ClientLimiter
 from ..tls_reload import ServerTls
+from .doorway import Doorway
 from .relay import Peers, relay
-from .sniff import FIRST, MAX_CLIENT_HELLO, Start, client_hello_alpn, start_of
+from .sniff import FIRST, Sniffed, Start
 from .tls_stream import TlsStream
 
 log = logging.getLogger("dynolog.port")
@@ -44,7 +46,7 @@ class Port:
         self._legacy: Optional[LegacyService] = None
         self._grpc_server = ("", 0)
         self._tls: Optional[ServerTls] = None
-        self._server: Optional[asyncio.AbstractServer] = None
+        self._doorway: Optional[Doorway] = None
         self._connections: Set[asyncio.Task[None]] = set()
         self._refused_plaintext: Set[str] = set()
 
@@ -64,65 +66,71 @@ class Port:
             dualstack_ipv6=host == "::",  # as gRPC listens on [::]: IPv4 clients too
             backlog=1024,
         )
-        self._server = await asyncio.start_server(self._accepted, sock=sock)
+        self._doorway = Doorway(sock, self._decided, READ_TIMEOUT_S)
+        self._doorway.open()
         return int(sock.getsockname()[1])
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        if self._doorway is not None:
+            self._doorway.close()
+            self._doorway = None
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
 
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _decided(self, sock: socket.socket, host: str, data: bytes, sniffed: Sniffed) -> None:
+        """A connection that said what it speaks: relayed, answered, or closed at once."""
+        grpc = sniffed.start is Start.HTTP2 or (
+            # A plaintext daemon leaves TLS to gRPC to refuse, as it did before legacy clients came.
+            sniffed.start is Start.TLS and (_GRPC_ALPN in sniffed.alpn or self._tls is None)
+        )
+        if not grpc:
+            if sniffed.start is Start.LEGACY and self._tls is not None:
+                self._refuse_plaintext(host)
+                sock.close()
+                return
+            if not self._admitted(host):
+                sock.close()
+                return
+        task = asyncio.get_running_loop().create_task(self._serve(sock, host, data, sniffed.start, grpc))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, sock: socket.socket, host: str, data: bytes, start: Start, grpc: bool) -> None:
         try:
-            await self._serve(reader, writer)
+            reader, writer = await asyncio.open_connection(sock=sock)
+        except OSError:
+            sock.close()
+            return
+        try:
+            if grpc:
+                await relay(reader, writer, data, self._grpc_server, self.peers)
+            elif start is Start.TLS:
+                await self._legacy_in_tls(reader, writer, host, data)
+            else:
+                body = await asyncio.wait_for(_body(reader, data), READ_TIMEOUT_S)
+                await self._answer(writer, body, Caller(None, host))
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             pass  # the client went away or was too slow: nothing to answer, nothing to keep
         except (LegacyError, ssl.SSLError, ValueError) as exc:
-            log.debug("connection from %s closed: %s", _host(writer), exc)
+            log.debug("connection from %s closed: %s", host, exc)
         finally:
-            self._connections.discard(task)
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        first = await asyncio.wait_for(reader.readexactly(FIRST), READ_TIMEOUT_S)
-        start = start_of(first)
-        if start is Start.HTTP2:
-            return await relay(reader, writer, first, self._grpc_server, self.peers)
-        if start is Start.TLS:
-            hello = await asyncio.wait_for(_client_hello(reader, first), READ_TIMEOUT_S)
-            alpn = client_hello_alpn(hello) or ()
-            if _GRPC_ALPN in alpn or self._tls is None:  # a plaintext daemon leaves TLS to gRPC to refuse
-                return await relay(reader, writer, hello, self._grpc_server, self.peers)
-            if self._admitted(writer):
-                await self._legacy_in_tls(reader, writer, hello)
-            return None
-        if self._tls is not None:
-            return self._refuse_plaintext(writer)
-        if not self._admitted(writer):
-            return None
-        body = await asyncio.wait_for(_body(reader, first), READ_TIMEOUT_S)
-        await self._answer(writer, body, Caller(None, _host(writer)))
-
     async def _legacy_in_tls(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: bytes
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, hello: bytes
     ) -> None:
         assert self._tls is not None
         stream = TlsStream(reader, writer, self._tls.legacy_context(), hello)
 
         async def request() -> bytes:
             await stream.handshake()
-            return await _body(stream, await stream.readexactly(FIRST))
+            return await _body(stream, await stream.readexactly(FIRST))  # the ClientHello held no more
 
         body = await asyncio.wait_for(request(), READ_TIMEOUT_S)
         der = stream.peer_certificate()
         peer = peer_from_pem(ssl.DER_cert_to_PEM_cert(der).encode()) if der else None
-        await self._answer(stream, body, Caller(peer, _host(writer)))
+        await self._answer(stream, body, Caller(peer, host))
 
     async def _answer(self, out: Union[asyncio.StreamWriter, TlsStream], body: bytes, caller: Caller) -> None:
         assert self._legacy is not None
@@ -133,14 +141,12 @@ class Port:
             out.write(reply)
             await asyncio.wait_for(out.drain(), WRITE_TIMEOUT_S)
 
-    def _admitted(self, writer: asyncio.StreamWriter) -> bool:
+    def _admitted(self, host: str) -> bool:
         if self._gate is None:
             return True
-        host = _host(writer)
         return self._gate.admit(Client(f"legacy:{host}", f"at {host}"), _LEGACY_CONNECTION, False) is None
 
-    def _refuse_plaintext(self, writer: asyncio.StreamWriter) -> None:
-        host = _host(writer)
+    def _refuse_plaintext(self, host: str) -> None:
         if host not in self._refused_plaintext and len(self._refused_plaintext) < 4096:
             self._refused_plaintext.add(host)
             log.warning(
@@ -150,26 +156,10 @@ class Port:
             )
 
 
-async def _client_hello(reader: asyncio.StreamReader, first: bytes) -> bytes:
-    """The bytes up to the end of the ClientHello (it may span records and reads)."""
-    data = bytearray(first)
-    while client_hello_alpn(bytes(data)) is None:
-        if len(data) > MAX_CLIENT_HELLO + 64:
-            raise ValueError("no ClientHello in the first 64 KiB")
-        piece = await reader.read(MAX_CLIENT_HELLO)
-        if not piece:
-            raise asyncio.IncompleteReadError(bytes(data), None)
-        data += piece
-    return bytes(data)
-
-
-async def _body(stream: Union[asyncio.StreamReader, TlsStream], prefix: bytes) -> bytes:
-    size = legacy.length(prefix)
+async def _body(stream: Union[asyncio.StreamReader, TlsStream], already_read: bytes) -> bytes:
+    """The request whose length starts *already_read* (which may hold some of the body too)."""
+    size = legacy.length(already_read[:FIRST])
     if not 0 < size <= legacy.MAX_REQUEST:
         raise LegacyError(f"a request length of {size} bytes (1..{legacy.MAX_REQUEST} are served)")
-    return await stream.readexactly(size)
-
-
-def _host(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
-    return str(peer[0]) if peer else "?"
+    body = already_read[FIRST : FIRST + size]
+    return body + await stream.readexactly(size - len(body)) if len(body) < size else body

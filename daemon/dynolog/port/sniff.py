@@ -8,6 +8,7 @@ or zero, while ``PRI `` and a TLS record header (0x16 0x03) read as lengths far 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 FIRST = 4  # bytes read before deciding: a legacy length prefix, and enough of either other start
@@ -30,6 +31,26 @@ def start_of(first: bytes) -> Start:
     if first[0] == _HANDSHAKE_RECORD and first[1] == 3:
         return Start.TLS
     return Start.LEGACY
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    start: Start
+    alpn: Tuple[str, ...] = ()  # what a TLS client offers
+
+
+def sniff(data: bytes) -> Optional[Sniffed]:
+    """What the connection whose first bytes are *data* speaks; None until enough has arrived. Raises
+    ValueError for a TLS start that is no well-formed ClientHello."""
+    if len(data) < FIRST:
+        return None
+    start = start_of(data[:FIRST])
+    if start is not Start.TLS:
+        return Sniffed(start)
+    if len(data) > 2 * MAX_CLIENT_HELLO:  # empty records, say: a ClientHello never comes
+        raise ValueError(f"no ClientHello in the first {len(data)} bytes")
+    alpn = client_hello_alpn(data)
+    return Sniffed(start, alpn) if alpn is not None else None
 
 
 def client_hello_alpn(data: bytes) -> Optional[Tuple[str, ...]]:
