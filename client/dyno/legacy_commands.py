@@ -15,15 +15,10 @@ from typing import Any, Callable, Dict, List, Union
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import legacy as wire
-from msmonitor_plugin import configtext
 from msmonitor_plugin.kinds import gputrace, npumonitor, nputrace
 from msmonitor_plugin.kinds.gputrace import kineto_output_file
-from msmonitor_plugin.vocabulary import DEFAULT_START_ITERATION_ROUNDUP
 
 from .legacy import MSMONITOR, LegacyHost
-
-_TIME_KEYS = ("PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS")
-_STEP_KEYS = ("PROFILE_START_ITERATION_ROUNDUP", "ACTIVITIES_ITERATIONS")
 
 
 @dataclass(frozen=True)
@@ -70,9 +65,8 @@ def npu_monitor(host: LegacyHost, request: pb.NpuMonitorRequest, args: Namespace
             raise host.refusal(f"npu-monitor {flag}")
     _needs_msmonitor(host, "dyno npu-monitor")
     _no_ranks(host, request.targets)
-    values = configtext.by_key(npumonitor.FIELD_KEYS, request)
-    del values["TOP_N"]  # this project's: msMonitor's plugin reads no such key
-    return _set_config(host, request.targets, configtext.render(npumonitor.KEYS, values), lambda pid: "")
+    text = npumonitor.render_command(request, top_n=False)  # msMonitor's plugin reads no TOP_N
+    return _set_config(host, request.targets, text, lambda pid: "")
 
 
 def _nputrace_text(host: LegacyHost, request: pb.NpuTraceRequest) -> str:
@@ -80,35 +74,14 @@ def _nputrace_text(host: LegacyHost, request: pb.NpuTraceRequest) -> str:
     _needs_msmonitor(host, "dyno nputrace")
     if request.iterations <= 0:
         raise host.refusal("a time-based nputrace (without --iterations)")
-    values = {
-        **configtext.by_key(nputrace.FIELD_KEYS, request),
-        "PROFILE_START_ITERATION": 0,
-        "PROFILE_GC_DETECT_THRESHOLD": (
-            request.gc_detect_threshold if request.HasField("gc_detect_threshold") else None
-        ),
-        "PROFILE_IS_RANK": bool(request.targets.ranks),  # torch_npu picks its own rank
-        "PROFILE_RANK_LIST": list(request.targets.ranks),
-    }
-    return configtext.render(nputrace.KEYS, {k: v for k, v in values.items() if k not in _TIME_KEYS})
+    threshold = request.gc_detect_threshold if request.HasField("gc_detect_threshold") else None
+    return nputrace.render_command(request, threshold, request.targets.ranks)
 
 
 def _gputrace_text(host: LegacyHost, request: pb.GpuTraceRequest) -> str:
     """dynolog's keys: iteration mode's three, or the time window's two; the memory profile's three."""
     _no_ranks(host, request.targets)
-    values = configtext.by_key(gputrace.FIELD_KEYS, request)
-    if request.iterations > 0:
-        values["PROFILE_START_ITERATION"] = 0
-        values["PROFILE_START_ITERATION_ROUNDUP"] = (
-            request.profile_start_iteration_roundup or DEFAULT_START_ITERATION_ROUNDUP
-        )
-        unused: List[str] = list(_TIME_KEYS)
-    else:
-        unused = list(_STEP_KEYS)
-    if request.profile_memory:
-        values.update(PROFILE_MEMORY=True, PROFILE_MEMORY_DURATION_MSECS=request.duration_ms)
-    else:
-        unused.append("PROFILE_PROFILE_MEMORY")
-    return configtext.render(gputrace.KEYS, {k: v for k, v in values.items() if k not in unused})
+    return gputrace.render_command(request)
 
 
 def _needs_msmonitor(host: LegacyHost, feature: str) -> None:

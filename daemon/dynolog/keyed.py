@@ -1,12 +1,12 @@
-"""A command kind's fields as its config-text keys, declared once: the policy writes a command's text
-by them, and reads back a command from a client that sends the text itself (dynolog's and msMonitor's
-``dyno`` over the legacy JSON RPC)."""
+"""A command kind's fields as its config-text keys (the plugin's ``kinds.<kind>.FIELD_KEYS``, by which
+the kind's text is written), read back: a command from a client that sends the text itself (dynolog's
+and msMonitor's ``dyno`` over the legacy JSON RPC)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, Type, TypeVar
 
 from msmonitor_plugin import configtext
 
@@ -18,11 +18,7 @@ Command = TypeVar("Command")
 @dataclass(frozen=True)
 class FieldKeys:
     table: configtext.Table  # the kind's key table (msmonitor_plugin.kinds.<kind>.KEYS)
-    pairs: Tuple[Tuple[str, str], ...]  # (the command's field, its key)
-
-    def values(self, command: Any) -> Dict[str, Any]:
-        """The command's fields by their keys, for ``configtext.render``."""
-        return {key: getattr(command, name) for name, key in self.pairs}
+    pairs: configtext.FieldKeys  # (the command's field, its key)
 
     def read(self, text: str) -> Dict[str, Any]:
         """The fields *text* gives, typed by the key table; a key absent, empty or msMonitor's ``None``

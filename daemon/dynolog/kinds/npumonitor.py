@@ -13,17 +13,13 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from msmonitor_plugin import configtext, wire
+from msmonitor_plugin import wire
 from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 from msmonitor_plugin.vocabulary import (
-    DEFAULT_MONITOR_EXPORT,
-    DEFAULT_MONITOR_KINDS,
-    DEFAULT_TOP_N,
     MONITOR_HOLDER,
     CommandKind,
     MonitorState,
     Reason,
-    split_list,
 )
 
 from ..changed import Changed
@@ -77,23 +73,7 @@ class NpuMonitorCommand:
         return from_fields(cls, d)
 
 
-# The command's fields as msMonitor's keys (--auto-trace is the daemon's own: it has none).
-FIELDS = FieldKeys(
-    npumonitor_keys.KEYS,
-    (
-        ("start", "NPU_MONITOR_START"),
-        ("stop", "NPU_MONITOR_STOP"),
-        ("report_interval_s", "REPORT_INTERVAL_S"),
-        ("duration_s", "DURATION"),
-        ("activity_kinds", "MSPTI_ACTIVITY_KIND"),
-        ("log_file", "NPU_MONITOR_LOG_FILE"),
-        ("export_type", "NPU_MONITOR_EXPORT_TYPE"),
-        ("jsonl_rotate_log_lines", "JSONL_ROTATE_LOG_LINES"),
-        ("jsonl_rotate_log_files", "JSONL_ROTATE_LOG_FILES"),
-        ("filter", "NPU_MONITOR_FILTER"),
-        ("top_n", "TOP_N"),
-    ),
-)
+FIELDS = FieldKeys(npumonitor_keys.KEYS, npumonitor_keys.FIELD_KEYS)  # --auto-trace has no key
 
 
 class NpuMonitor(Policy[NpuMonitorCommand]):
@@ -117,14 +97,7 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
 
     def text(self, request: NpuMonitorCommand) -> str:
-        r = request
-        values = {
-            **FIELDS.values(r),
-            "MSPTI_ACTIVITY_KIND": list(r.activity_kinds) or split_list(DEFAULT_MONITOR_KINDS),
-            "NPU_MONITOR_EXPORT_TYPE": r.export_type or DEFAULT_MONITOR_EXPORT,
-            "TOP_N": r.top_n or DEFAULT_TOP_N,
-        }
-        return configtext.render(npumonitor_keys.KEYS, values)
+        return npumonitor_keys.render_command(request)
 
     async def deliver(self, request: NpuMonitorCommand, result: CommandResult) -> None:
         command_id = secrets.token_hex(8)

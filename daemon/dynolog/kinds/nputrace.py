@@ -9,9 +9,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from msmonitor_plugin import configtext
 from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.vocabulary import (
-    DEFAULT_AIC_METRICS,
-    DEFAULT_PROFILER_LEVEL,
-    DEFAULT_TRACE_EXPORT,
     CommandKind,
     Reason,
 )
@@ -55,39 +52,7 @@ class NpuTraceCommand:
     sys_interconnection: bool = False
 
 
-# The command's fields as msMonitor's keys (time-based keys left out of a step trace and back).
-_STEP_KEYS = ("PROFILE_START_STEP", "ACTIVITIES_ITERATIONS")
-FIELDS = FieldKeys(
-    nputrace_keys.KEYS,
-    (
-        ("log_file", "ACTIVITIES_LOG_FILE"),
-        ("start_step", "PROFILE_START_STEP"),
-        ("iterations", "ACTIVITIES_ITERATIONS"),
-        ("profile_start_time_ms", "PROFILE_START_TIME"),
-        ("duration_ms", "ACTIVITIES_DURATION_MSECS"),
-        ("record_shapes", "PROFILE_RECORD_SHAPES"),
-        ("profile_memory", "PROFILE_PROFILE_MEMORY"),
-        ("with_stack", "PROFILE_WITH_STACK"),
-        ("with_flops", "PROFILE_WITH_FLOPS"),
-        ("with_modules", "PROFILE_WITH_MODULES"),
-        ("activities", "PROFILE_ACTIVITIES"),
-        ("analyse", "PROFILE_ANALYSE"),
-        ("async_mode", "PROFILE_ASYNC_MODE"),
-        ("profiler_level", "PROFILE_PROFILER_LEVEL"),
-        ("aic_metrics", "PROFILE_AIC_METRICS"),
-        ("l2_cache", "PROFILE_L2_CACHE"),
-        ("op_attr", "PROFILE_OP_ATTR"),
-        ("msprof_tx", "PROFILE_MSPROF_TX"),
-        ("gc_detect_threshold", "PROFILE_GC_DETECT_THRESHOLD"),
-        ("data_simplification", "PROFILE_DATA_SIMPLIFICATION"),
-        ("export_type", "PROFILE_EXPORT_TYPE"),
-        ("host_sys", "PROFILE_HOST_SYS"),
-        ("sys_io", "PROFILE_SYS_IO"),
-        ("sys_interconnection", "PROFILE_SYS_INTERCONNECTION"),
-        ("mstx_domain_include", "PROFILE_MSTX_DOMAIN_INCLUDE"),
-        ("mstx_domain_exclude", "PROFILE_MSTX_DOMAIN_EXCLUDE"),
-    ),
-)
+FIELDS = FieldKeys(nputrace_keys.KEYS, nputrace_keys.FIELD_KEYS)
 
 
 class NpuTrace(TracePolicy[NpuTraceCommand]):
@@ -124,19 +89,7 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
         return f"{log_file}/{host}_{record.pid}_<timestamp>_<backend>/"
 
     def text(self, request: NpuTraceCommand) -> str:
-        r = request
-        values = {
-            **FIELDS.values(r),
-            "PROFILE_PROFILER_LEVEL": r.profiler_level or DEFAULT_PROFILER_LEVEL,
-            "PROFILE_AIC_METRICS": r.aic_metrics or DEFAULT_AIC_METRICS,
-            "PROFILE_EXPORT_TYPE": r.export_type or DEFAULT_TRACE_EXPORT,
-            "PROFILE_IS_RANK": bool(r.targets.ranks),
-            "PROFILE_RANK_LIST": list(r.targets.ranks),
-        }
-        unused = ("PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS") if r.iterations > 0 else _STEP_KEYS
-        if r.iterations > 0:
-            values["PROFILE_START_ITERATION"] = 0
-        return configtext.render(nputrace_keys.KEYS, {k: v for k, v in values.items() if k not in unused})
+        return nputrace_keys.render_command(request, request.gc_detect_threshold, request.targets.ranks)
 
     def from_text(self, text: str, targets: Targets) -> NpuTraceCommand:
         """msMonitor's dyno names ranks in the text (PROFILE_RANK_LIST, with PROFILE_IS_RANK)."""

@@ -5,10 +5,10 @@ imported."""
 from __future__ import annotations
 
 import os
-from typing import Dict
+from typing import Any, Dict
 
 from .. import vocabulary as v
-from ..configtext import BOOL, INT, TEXT, FieldKeys, Key, Table, read
+from ..configtext import BOOL, INT, TEXT, FieldKeys, Key, Table, by_key, read, render
 from ..vocabulary import CommandKind
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, recording_options, time_based
 
@@ -42,6 +42,26 @@ FIELD_KEYS: FieldKeys = (
     ("with_flops", "PROFILE_WITH_FLOPS"),
     ("with_modules", "PROFILE_WITH_MODULES"),
 )
+
+
+def render_command(command: Any) -> str:
+    """A gputrace's text from a command with the FIELD_KEYS fields (the daemon's, or dyno's request to a
+    C++ daemon), as dynolog's dyno writes it: iteration mode's three keys or the time window's two, and
+    the memory profile's three only when asked for."""
+    values = by_key(FIELD_KEYS, command)
+    if command.iterations > 0:
+        values["PROFILE_START_ITERATION"] = 0
+        values["PROFILE_START_ITERATION_ROUNDUP"] = (
+            command.profile_start_iteration_roundup or v.DEFAULT_START_ITERATION_ROUNDUP
+        )
+        unused = ["PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS"]
+    else:
+        unused = ["PROFILE_START_ITERATION_ROUNDUP", "ACTIVITIES_ITERATIONS"]
+    if command.profile_memory:
+        values.update(PROFILE_MEMORY=True, PROFILE_MEMORY_DURATION_MSECS=command.duration_ms)
+    else:
+        unused.append("PROFILE_PROFILE_MEMORY")
+    return render(KEYS, {key: value for key, value in values.items() if key not in unused})
 
 
 def parse(trace_id: str, raw: Dict[str, str]) -> TraceSpec:

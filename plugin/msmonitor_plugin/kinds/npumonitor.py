@@ -4,8 +4,10 @@ validates them; the monitor, not the tracer, runs the command."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import vocabulary as v
-from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, FieldKeys, Key, Table
+from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, FieldKeys, Key, Table, by_key, render
 
 KEYS: Table = (
     Key("NPU_MONITOR_START", BOOL, False, required=True),
@@ -35,3 +37,18 @@ FIELD_KEYS: FieldKeys = (
     ("filter", "NPU_MONITOR_FILTER"),
     ("top_n", "TOP_N"),
 )
+
+
+def render_command(command: Any, top_n: bool = True) -> str:
+    """An npu-monitor's text from a command with the FIELD_KEYS fields, with msMonitor's defaults for the
+    kinds and the export; *top_n* False leaves out this project's TOP_N (msMonitor's plugin reads no such
+    key, for dyno's request to msMonitor's daemon)."""
+    values = {
+        **by_key(FIELD_KEYS, command),
+        "MSPTI_ACTIVITY_KIND": list(command.activity_kinds) or v.split_list(v.DEFAULT_MONITOR_KINDS),
+        "NPU_MONITOR_EXPORT_TYPE": command.export_type or v.DEFAULT_MONITOR_EXPORT,
+        "TOP_N": command.top_n or v.DEFAULT_TOP_N,
+    }
+    if not top_n:
+        del values["TOP_N"]
+    return render(KEYS, values)

@@ -7,10 +7,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict
+from typing import Any, Dict, Optional, Sequence
 
 from .. import vocabulary as v
-from ..configtext import BOOL, INT, LIST, OPTIONAL_TEXT, TEXT, ConfigTextError, FieldKeys, Key, Table, read
+from ..configtext import (
+    BOOL,
+    INT,
+    LIST,
+    OPTIONAL_TEXT,
+    TEXT,
+    ConfigTextError,
+    FieldKeys,
+    Key,
+    Table,
+    by_key,
+    read,
+    render,
+)
 from ..vocabulary import CommandKind, timestamp
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, in_folder, recording_options, time_based
 
@@ -76,6 +89,29 @@ FIELD_KEYS: FieldKeys = (
     ("mstx_domain_include", "PROFILE_MSTX_DOMAIN_INCLUDE"),
     ("mstx_domain_exclude", "PROFILE_MSTX_DOMAIN_EXCLUDE"),
 )
+
+
+def render_command(command: Any, gc_detect_threshold: Optional[float], ranks: Sequence[int]) -> str:
+    """An nputrace's text from a command with the FIELD_KEYS fields (the daemon's, or dyno's request to
+    msMonitor's daemon), as msMonitor's dyno writes it: its defaults for the level, the AI Core metrics
+    and the export, the ranks as PROFILE_IS_RANK and PROFILE_RANK_LIST, and a step trace's three keys or
+    a time window's two. The GC threshold is given apart: a request's unset one reads as 0."""
+    values = {
+        **by_key(FIELD_KEYS, command),
+        "PROFILE_PROFILER_LEVEL": command.profiler_level or v.DEFAULT_PROFILER_LEVEL,
+        "PROFILE_AIC_METRICS": command.aic_metrics or v.DEFAULT_AIC_METRICS,
+        "PROFILE_EXPORT_TYPE": command.export_type or v.DEFAULT_TRACE_EXPORT,
+        "PROFILE_GC_DETECT_THRESHOLD": gc_detect_threshold,
+        "PROFILE_IS_RANK": bool(ranks),
+        "PROFILE_RANK_LIST": list(ranks),
+    }
+    if command.iterations > 0:
+        values["PROFILE_START_ITERATION"] = 0
+        unused = ("PROFILE_START_TIME", "ACTIVITIES_DURATION_MSECS")
+    else:
+        unused = ("PROFILE_START_STEP", "ACTIVITIES_ITERATIONS")
+    return render(KEYS, {key: value for key, value in values.items() if key not in unused})
+
 
 # The PROFILE_ keys the spec holds in fields of its own; every other one goes to torch_npu as text.
 _COMMON_KEYS = {
