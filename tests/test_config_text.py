@@ -119,6 +119,12 @@ def test_npu_monitor_text_is_msmonitors_and_the_plugin_reads_it_back():
     assert config.kinds == frozenset({Kind.KERNEL, Kind.API}) and config.filter.text == "Kernel:mat"
 
 
+def test_a_float_reaches_the_text_as_the_user_typed_it_not_as_float32_holds_it():
+    request = pb.NpuMonitorRequest(start=True, duration_s=0.1)  # float32: 0.10000000149011612
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+    assert "\nDURATION=0.1\n" in text
+
+
 def test_every_key_a_policy_writes_is_in_its_table():
     """render() refuses a key its table does not have: a misspelling fails here, not in a job."""
     try:

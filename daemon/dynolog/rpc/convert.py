@@ -5,6 +5,7 @@ daemon sees a protobuf message."""
 from __future__ import annotations
 
 import dataclasses
+import struct
 import time
 from typing import Any, Dict, Optional, Type, TypeVar, cast
 
@@ -37,7 +38,20 @@ def _fields(message: Message) -> Dict[str, Any]:
 def _value(field: FieldDescriptor, value: Any) -> Any:
     if field.is_repeated:
         return [_fields(v) for v in value] if field.message_type is not None else list(value)
+    if field.type == FieldDescriptor.TYPE_FLOAT:
+        return _as_typed(value)
     return _fields(value) if field.message_type is not None else value
+
+
+def _as_typed(value: float) -> float:
+    """A proto float as the user typed it: 0.1 arrives as 0.10000000149011612, which would reach the
+    process's config text so; the shortest decimal that is the same float32 is what was meant."""
+    single = struct.pack("<f", value)
+    for digits in range(6, 10):
+        shortest = float(f"{value:.{digits}g}")
+        if struct.pack("<f", shortest) == single:
+            return shortest
+    return value
 
 
 def command(model: Type[_Model], request: Message) -> _Model:
