@@ -75,6 +75,10 @@ def test_a_bad_output_path_is_refused_in_words(start_daemon, tmp_path: Path, log
     reply = ask(daemon, cli.set_config(cli.stock_gputrace(log_file)))
     assert reply["commandStatus"] == "ineffective" and reply["processesMatched"] == []
     assert why in reply["message"], reply
+    ask(daemon, cli.set_config(cli.stock_gputrace(log_file)))  # again: refused again, logged once
+    assert (
+        daemon.log_file.read_text().count(f"legacy gputrace from 127.0.0.1 refused: {reply['message']}") == 1
+    )
 
 
 def raw_exchange(port: int, data: bytes, shut: bool = True) -> bytes:
@@ -107,6 +111,8 @@ def raw_exchange(port: int, data: bytes, shut: bool = True) -> bytes:
 def test_what_the_cpp_daemons_close_on_is_closed_without_a_word(daemon: Daemon, data: bytes) -> None:
     assert raw_exchange(daemon.port, data) == b""
     assert ask(daemon, cli.STATUS)["status"] == 1
+    if data[:4] != struct.pack("=i", 100):  # a short sender is not malformed: it went away
+        assert "a legacy request from 127.0.0.1 was closed without an answer" in daemon.log_file.read_text()
 
 
 def test_a_slow_sender_is_timed_out(daemon: Daemon) -> None:
@@ -185,7 +191,7 @@ def test_msmonitor_nputrace_traces_a_plugin_job_at_its_steps(
     assert Path(process_trace.output).parent == tmp_path
     # The daemon's log names the trace, for `dyno trace ID` on a trace a legacy dyno started.
     assert (
-        f"legacy nputrace from at 127.0.0.1: nputrace {reply['traceId']} sent to 1 of 1"
+        f"legacy nputrace from 127.0.0.1: nputrace {reply['traceId']} sent to 1 of 1"
         in daemon.log_file.read_text()
     )
 

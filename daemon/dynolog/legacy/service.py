@@ -18,6 +18,7 @@ from ..kinds.gputrace import GpuTrace
 from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
 from ..limits import ClientLimiter, client_for
+from ..logs import Once
 from ..model import MsMonitorStatus
 from ..node import Node
 from . import answer
@@ -40,7 +41,7 @@ class Caller:
     host: str
 
     def describe(self) -> str:
-        return self.peer.describe() if self.peer is not None else f"at {self.host}"
+        return self.peer.describe() if self.peer is not None else self.host
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class LegacyService:
         self._authorization = authorization
         self._limiter = limiter
         self._trace_roots = tuple(trace_roots)
+        self._said = Once()
 
     async def answer(self, body: bytes, caller: Caller) -> bytes:
         """The reply to *body*; raises LegacyError for what gets none (the connection is closed)."""
@@ -89,14 +91,19 @@ class LegacyService:
         try:
             command = policy.from_text(request.config, request.targets)
         except configtext.ConfigTextError as exc:
-            return answer.refused(str(exc))
+            return self._refused(policy.kind.value, caller, str(exc))
         refusals = admission.refusals(type(policy), command, self._trace_roots)
         if refusals:
-            return answer.refused("; ".join(refusals))
+            return self._refused(policy.kind.value, caller, "; ".join(refusals))
         result = await node.pipeline.run(policy, command)
         # The daemon's log names the trace: `dyno trace ID` follows it, whichever dyno started it.
         log.info("legacy %s from %s: %s", policy.label(command), caller.describe(), result.message)
         return answer.command(result)
+
+    def _refused(self, kind: str, caller: Caller, why: str) -> Dict[str, Any]:
+        if self._said((caller.describe(), why)):
+            log.warning("legacy %s from %s refused: %s", kind, caller.describe(), why)
+        return answer.refused(why)
 
     def _status(self) -> MsMonitorStatus:
         node = self._node

@@ -21,6 +21,7 @@ from dynoproto.legacy import LegacyError
 from ..auth import peer_from_pem
 from ..legacy.service import Caller, LegacyService
 from ..limits import Client, ClientLimiter
+from ..logs import Once
 from ..tls_reload import ServerTls
 from .doorway import Doorway
 from .relay import Peers, relay
@@ -48,7 +49,8 @@ class Port:
         self._tls: Optional[ServerTls] = None
         self._doorway: Optional[Doorway] = None
         self._connections: Set[asyncio.Task[None]] = set()
-        self._refused_plaintext: Set[str] = set()
+        self._refused_plaintext = Once(period_s=float("inf"))  # once per address: it will not change
+        self._said = Once()
 
     async def start(
         self,
@@ -113,7 +115,9 @@ class Port:
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             pass  # the client went away or was too slow: nothing to answer, nothing to keep
         except (LegacyError, ssl.SSLError, ValueError) as exc:
-            log.debug("connection from %s closed: %s", host, exc)
+            # As the C++ daemons say "Error parsing message": once a minute per address and reason.
+            if self._said((host, type(exc))):
+                log.warning("a legacy request from %s was closed without an answer: %s", host, exc)
         finally:
             writer.close()
 
@@ -147,8 +151,7 @@ class Port:
         return self._gate.admit(Client(f"legacy:{host}", f"at {host}"), _LEGACY_CONNECTION, False) is None
 
     def _refuse_plaintext(self, host: str) -> None:
-        if host not in self._refused_plaintext and len(self._refused_plaintext) < 4096:
-            self._refused_plaintext.add(host)
+        if self._refused_plaintext(host):
             log.warning(
                 "refused a plaintext legacy JSON RPC connection from %s: this daemon requires mutual TLS "
                 "(msMonitor's dyno: --certs-dir)",
