@@ -129,7 +129,9 @@ class Profiler:
 
     def __init__(self, profiler_level: Union[int, str] = Level.INFO) -> None:
         recording = _active
-        if recording is None or recording.level < level_value(profiler_level):
+        if recording is None or recording.level < (
+            profiler_level if isinstance(profiler_level, int) else level_value(profiler_level)
+        ):
             self._recording: Optional[Recording] = None
             return  # disabled: nothing else is read, so nothing else is set
         self._recording = recording
@@ -186,9 +188,8 @@ class Profiler:
 
     def event(self, name: str) -> None:
         if self._recording is not None:
-            self.attr("type", _EVENT)
             now = time.time_ns()
-            self._put(name, now, now)
+            self._put(name, now, now, _EVENT)
 
     def span_start(self, name: str) -> Profiler:
         if self._recording is not None:
@@ -198,7 +199,7 @@ class Profiler:
 
     def span_end(self) -> None:
         if self._recording is not None and self._start_ns:
-            self._put(self._name, self._start_ns, time.time_ns())
+            self._put(self._name, self._start_ns, time.time_ns(), _SPAN)
             self._start_ns = 0
 
     def __enter__(self) -> Profiler:
@@ -215,14 +216,19 @@ class Profiler:
         if self._recording is not None:
             self._attrs, self._shared = {"type": _LINK, "from": from_rid, "to": to_rid}, False
             now = time.time_ns()
-            self._put("Link", now, now)
+            self._put("Link", now, now, _LINK)
 
     def add_meta_info(self, key: str, value: Any) -> None:
         if self._recording is not None:
             put_meta(key, value)
 
-    def _put(self, name: str, start_ns: int, end_ns: int) -> None:
+    def _put(self, name: str, start_ns: int, end_ns: int, mark_type: int) -> None:
+        """The slice, its message the attributes with their ``type`` (which the store now shares)."""
         recording = self._recording
         if recording is not None:
+            attrs = self._attrs
+            if self._shared:
+                attrs = self._attrs = dict(attrs)
+            attrs["type"] = mark_type
             self._shared = True
-            recording.store.put(("slice", name, self._domain, start_ns, end_ns, _thread.tid, self._attrs))
+            recording.store.put(("slice", name, self._domain, start_ns, end_ns, _thread.tid, attrs))

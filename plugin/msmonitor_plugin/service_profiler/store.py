@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import sqlite3
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Callable, Deque, Iterable, List, Set, Tuple
 
 from ..monitor.writers import WriterThread
@@ -121,30 +122,29 @@ class _RecordingFile:
                 meta.append((row[1], row[2]))
         if not (slices or counters or meta):
             return
-        self._register_threads(slices)
-        self._db.executemany(_SLICE, map(self._slice, slices))
+        self._db.executemany(_SLICE, self._slices(slices))
         self._db.executemany(_COUNTER, map(self._counter, counters))
         self._meta(meta)
         self._db.commit()
         self.written += len(slices) + len(counters) + len(meta)
 
-    def _slice(self, row: Row) -> Tuple[Any, ...]:
-        _, name, domain, start, end, tid, attrs = row
-        args = attrs if isinstance(attrs, str) else _dumps(attrs)  # a str: mstx's, already a message
-        return (start, end - start, name, 0, tid, domain, args, "", end, "", self._pid, tid)
+    def _slices(self, rows: List[Row]) -> List[Tuple[Any, ...]]:
+        """The slice table's rows (one pass: this is the writer's hot loop); a thread's first slice also
+        registers it, its track named ``<domain>(<tid>)`` as MindIE names it."""
+        pid, seen, threads = self._pid, self._threads, []
+        values = []
+        for _, name, domain, start, end, tid, attrs in rows:
+            if tid not in seen:
+                seen.add(tid)
+                threads.append((tid, str(tid), str(pid), f"{domain}({tid})", 0))
+            args = attrs if attrs.__class__ is str else _dumps(attrs)  # a str: mstx's, already a message
+            values.append((start, end - start, name, 0, tid, domain, args, "", end, "", pid, tid))
+        self._db.executemany(_THREAD, threads)
+        return values
 
     def _counter(self, row: Row) -> Tuple[Any, ...]:
         _, name, domain, ts, values = row
         return (name, str(self._pid), ts, domain, _dumps(values))
-
-    def _register_threads(self, slices: List[Row]) -> None:
-        """A thread's first slice names its track ``<domain>(<tid>)``, as MindIE names it."""
-        pid = str(self._pid)
-        for row in slices:
-            tid = row[5]
-            if tid not in self._threads:
-                self._threads.add(tid)
-                self._db.execute(_THREAD, (tid, str(tid), pid, f"{row[2]}({tid})", 0))
 
 
 def _text(value: Any) -> str:
@@ -152,9 +152,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-# The message as MindIE's Profiler writes it (json.dumps of its attributes); a value JSON cannot hold is
-# written as its str() rather than losing the row.
-_dumps = json.JSONEncoder(default=str).encode
+def _message_encoder() -> Callable[[Any], str]:
+    """``json.dumps`` of a message, as MindIE's Profiler writes it; a value JSON cannot hold is written as
+    its str() rather than losing the row. The C encoder is made once: ``json.dumps`` makes one per call,
+    which costs more than the encoding (1.3 against 0.5 µs a message)."""
+    if c_make_encoder is None:  # an interpreter without the C accelerator
+        return json.JSONEncoder(default=str).encode
+    encode = c_make_encoder({}, str, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    return lambda message: "".join(encode(message, 0))
+
+
+_dumps = _message_encoder()
 _SLICE = schema.SLICE.insert()
 _COUNTER = schema.COUNTER.insert()
 _META = schema.META.insert()
