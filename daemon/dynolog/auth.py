@@ -22,6 +22,7 @@ from dynocerts.policy import common_name
 from dynoproto import SERVICE
 
 from .guards import UNIMPLEMENTED, Context, guarded
+from .logs import Once
 
 log = logging.getLogger("dynolog.auth")
 
@@ -136,12 +137,10 @@ class RefusalLog:
     """Each refusal logged once per client and code: a refused client retrying must not flood the log."""
 
     def __init__(self) -> None:
-        self._logged: set[Tuple[str, str]] = set()
+        self._once = Once(period_s=float("inf"))
 
     def note(self, peer: Optional[Peer], method: str, refusal: Refusal) -> None:
-        key = (peer.describe() if peer else "-", refusal.code.name)
-        if key not in self._logged and len(self._logged) < 4096:
-            self._logged.add(key)
+        if self._once((peer.describe() if peer else "-", refusal.code.name)):
             log.warning("refused %s: %s", method, refusal.message)
 
 
