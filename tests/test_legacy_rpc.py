@@ -149,6 +149,17 @@ def test_connections_over_the_legacy_rate_are_closed_unread(start_daemon) -> Non
     wait_until(lambda: "(--legacy-connection-rate, --legacy-connection-burst)" in daemon.log_file.read_text())
 
 
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 on this machine")
+def test_an_ipv6_port_serves_both(start_daemon) -> None:
+    daemon = start_daemon("--listen-address", "::1")
+    reply = cli.send(daemon.port, cli.STATUS, host="::1")
+    assert reply is not None and json.loads(reply)["status"] == 1
+    with grpc.insecure_channel(f"[::1]:{daemon.port}") as channel:
+        assert (
+            pb_grpc.DynologStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10).version == __version__
+        )
+
+
 def test_legacy_rpc_off_serves_grpc_alone(start_daemon) -> None:
     daemon = start_daemon("--legacy-rpc=off")
     with stub(daemon) as s:
