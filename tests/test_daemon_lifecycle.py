@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import signal
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import grpc
 import pytest
@@ -12,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dynolog.config import parse_args
+from dynolog.incidents import STORE_NAME
 from harness import (
     BIN,
     KINETO_1S_CONFIG,
@@ -244,3 +247,23 @@ def test_logtostderr_puts_the_log_on_stderr_as_well_as_in_the_file(tmp_path: Pat
     assert "serving gRPC" in daemon.log_file.read_text()
     logged = (tmp_path / "stderr").read_text()
     assert ("serving gRPC" in logged and "dynolog stopped" in logged) == bool(flags), logged
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "a folder"])
+def test_a_corrupt_incidents_store_is_moved_aside_and_the_daemon_starts(
+    start_daemon: Callable[..., Daemon], tmp_path: Path, damage: str
+):
+    """Incidents are a record: losing them must not keep the daemon from serving (even without
+    --auto-trace, the store is opened at start). The damaged one is kept beside, for a post-mortem."""
+    workdir = tmp_path / "daemon"
+    workdir.mkdir()
+    store = workdir / STORE_NAME
+    if damage == "a folder":
+        store.mkdir()
+    else:
+        store.write_bytes(random.Random(23).randbytes(8192))
+    daemon = start_daemon(workdir=workdir)
+    assert daemon.dyno_json("incidents") == [], "a new, empty store"
+    (aside,) = workdir.glob(f"{STORE_NAME}.corrupt-*")
+    assert aside.is_dir() == (damage == "a folder")
+    assert f"incidents store {store} unreadable" in daemon.log_file.read_text()

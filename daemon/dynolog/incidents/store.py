@@ -1,16 +1,23 @@
 """Incidents on disk: a small SQLite file beside the daemon's log, so they survive a restart.
 
 Each incident is one row: its JSON document, and the columns the rate limits query. WAL, so that a
-reader (``sqlite3`` by hand) never blocks the daemon; the connection is closed explicitly at stop.
+reader (``sqlite3`` by hand) never blocks the daemon; the connection is closed explicitly at stop. A file
+that is not a readable store (random bytes, a folder at the path) is moved aside with a warning and a new
+one started: incidents are a record, and losing them must not keep the daemon from starting.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
+import time
 from typing import List, Optional
 
 from .incident import Incident
+
+log = logging.getLogger("dynolog.incidents")
 
 MAX_KEPT = 10_000  # the oldest are deleted beyond this
 DAY_S = 86_400.0
@@ -29,10 +36,15 @@ CREATE TABLE IF NOT EXISTS incidents (
 
 class IncidentStore:
     def __init__(self, path: str) -> None:
-        self._db = sqlite3.connect(path)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        try:
+            self._db = _open(path)
+        except (sqlite3.DatabaseError, OSError) as e:
+            aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+            for suffix in ("", "-wal", "-shm"):  # WAL's files belong to the database they came with
+                if os.path.lexists(path + suffix):
+                    os.replace(path + suffix, aside + suffix)
+            log.warning("incidents store %s unreadable (%s): moved to %s, starting a new one", path, e, aside)
+            self._db = _open(path)
 
     def add(self, incident: Incident) -> Incident:
         cursor = self._db.execute(
@@ -79,3 +91,20 @@ class IncidentStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _open(path: str) -> sqlite3.Connection:
+    """The store at *path*, checked whole: SQLite reads a file lazily, so a damaged page would otherwise
+    raise later, from an incident's write in the middle of serving."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(_SCHEMA)
+        db.commit()
+        (verdict,) = db.execute("PRAGMA quick_check").fetchone()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(verdict)
+    except BaseException:
+        db.close()
+        raise
+    return db
