@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import logging.handlers
 import os
 from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional
 
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
     from .service_profiler.source import ServiceSource
 
 log = logging.getLogger("msmonitor_plugin")
+
+# The plugin's own log file (MSMONITOR_LOG_PATH) is bounded: it rotates at this size, keeping one older
+# file, so a process that runs for months, or a flood of warnings, never fills the job's disk.
+LOG_MAX_BYTES = 4 * 1024 * 1024
+LOG_BACKUPS = 1
 
 
 def capabilities(kinds: Iterable[CommandKind], env: Mapping[str, str]) -> List[str]:
@@ -104,13 +110,18 @@ def socket_dir(env: Mapping[str, str]) -> str:
 
 
 def configure_logging(env: Mapping[str, str]) -> None:
-    """Log to a file only when asked: the plugin must not write into the training job's output."""
+    """Log to a file only when asked: the plugin must not write into the training job's output. At most
+    ``LOG_MAX_BYTES * (1 + LOG_BACKUPS)`` bytes per process."""
     log.addHandler(logging.NullHandler())
     log_dir = env.get("MSMONITOR_LOG_PATH", "")
     if log_dir:
         try:
             os.makedirs(log_dir, exist_ok=True)
-            handler = logging.FileHandler(os.path.join(log_dir, f"msmonitor_plugin_{os.getpid()}.log"))
+            handler = logging.handlers.RotatingFileHandler(
+                os.path.join(log_dir, f"msmonitor_plugin_{os.getpid()}.log"),
+                maxBytes=LOG_MAX_BYTES,
+                backupCount=LOG_BACKUPS,
+            )
         except OSError:
             return
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

@@ -20,6 +20,7 @@ import uuid
 from typing import Callable, Deque, Optional, Tuple
 
 from . import wire
+from .throttled import Throttled
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -92,6 +93,8 @@ class DaemonLink:
         # Its own (or the caller's, seeded by a test): the job's random module and its seed are not ours.
         self._rng = rng if rng is not None else random.Random()
         self._on_datagram = on_datagram
+        # Any local user can send to an abstract name: each drop is counted, said once a minute.
+        self._foreign = Throttled(log, "dropped datagrams that did not come from dynolog")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who commands us
         self._sock.setblocking(False)
@@ -222,7 +225,7 @@ class DaemonLink:
             except (BlockingIOError, InterruptedError):
                 return
             if data is None:
-                log.warning("dropping a datagram that did not come from dynolog")
+                self._foreign()
                 continue
             try:
                 self._handle(wire.decode(data))

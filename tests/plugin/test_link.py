@@ -52,8 +52,8 @@ def wait_blocked_in_the_kernel(thread):
 class Records(logging.Handler):
     """The plugin's errors: a link thread that meets its sockets closed under it logs one."""
 
-    def __init__(self):
-        super().__init__(logging.ERROR)
+    def __init__(self, level=logging.ERROR):
+        super().__init__(level)
         self.records = []
 
     def emit(self, record):
@@ -199,6 +199,26 @@ class LinkTest(unittest.TestCase):
         self.assertTrue(marker.wait(5))
         self.assertFalse(link.registered.is_set(), "an ACK from another socket is not the daemon's")
         self.assertEqual(handled, ["mm.marker"], "a command from another socket is not the daemon's")
+
+    def test_a_flood_from_another_socket_is_logged_once_with_its_count(self):
+        daemon = FakeDaemonSocket(self.dir.name)
+        self.addCleanup(daemon.close)
+        warnings = Records(logging.WARNING)
+        logger = logging.getLogger("msmonitor_plugin")
+        logger.addHandler(warnings)
+        self.addCleanup(logger.removeHandler, warnings)
+        marker = threading.Event()
+        self.start_link(on_datagram=lambda datagram: marker.set())
+        _, sender = daemon.receive()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as impostor:
+            impostor.settimeout(5.0)  # the plugin's queue fills: wait for it to drain, never drop
+            for _ in range(2000):
+                impostor.sendto(wire.encode(wire.COMMAND, b"{}"), sender)
+        daemon.sock.sendto(wire.encode("mm.marker"), sender)  # judged after every impostor's datagram
+        self.assertTrue(marker.wait(10))
+        dropped = [m for m in warnings.records if "did not come from dynolog" in m]
+        self.assertEqual(len(dropped), 1, dropped[:3])
+        self.assertIn(": 1 since the last such line", dropped[0])
 
     def test_garbage_from_the_daemon_is_dropped_and_the_link_lives_on(self):
         daemon = FakeDaemonSocket(self.dir.name)
