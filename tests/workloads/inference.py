@@ -1,8 +1,8 @@
 """An inference-service stand-in instrumented as MindIE services are: ``from ms_service_profiler import
 Profiler, Level``. Real threads serve real requests from a queue: each is received (event ``httpReq``),
-run (span ``forward`` in domain ``ModelExecute``, then ``prof_step()``: a step for ``profiler_step_num``) and answered (event
-``httpRes`` with token metrics). Prints ``ready pid=N`` once serving; serves until stdin closes.
-Prints ``served N`` after every 50 requests answered. ``--torch`` runs a small torch model in
+run (span ``forward`` in domain ``ModelExecute``, then ``prof_step()``: a step for ``profiler_step_num``)
+and answered (event ``httpRes`` with token metrics). Prints ``ready pid=N`` once serving; serves until
+stdin closes. Prints ``served N`` after every 50 requests answered. ``--torch`` runs a small torch model in
 ``forward``; ``--rate`` is requests per second (default 200).
 """
 
