@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -13,6 +14,9 @@ from typing import Any, Dict, List
 import pytest
 
 from harness import BIN, Daemon, Workload, read_line_until, stop_process, trainer, wait_until
+from msmonitor_plugin import wire
+from msmonitor_plugin.vocabulary import TracePhase
+from wire_peer import PluginPeer
 
 pytestmark = pytest.mark.torch
 
@@ -360,3 +364,38 @@ def test_a_scripted_session_in_text_reads_as_a_session(daemon, start_workload, t
     )
     assert "Commands:" in out, "an unknown word prints the usage"
     assert out.rstrip().endswith("quit: the job keeps running; attach again any time")
+
+
+def test_a_lost_stop_is_pushed_again_at_the_next_heartbeat_until_the_window_ends(
+    start_daemon, controllers, tmp_path
+):
+    """A stop lost in a full socket must not leave the window open for good: the daemon keeps it and
+    pushes it again at each heartbeat until the process says the window ended."""
+    daemon = start_daemon()
+    peer = PluginPeer(daemon, capabilities=("push", "dynamic"))
+    with contextlib.closing(peer.sock):
+        peer.heartbeat()
+        session = controllers(daemon, "--pid", str(os.getpid()), "--output", str(tmp_path))
+        assert session.answer()["ok"]
+
+        session.proc.stdin.write("start\n")  # type: ignore[union-attr]
+        session.proc.stdin.flush()  # type: ignore[union-attr]
+        start = peer.command()
+        running = wire.TraceEvent(trace_id=start.trace_id, phase=TracePhase.RUNNING)
+        peer.send(wire.EVENT, running.to_payload())
+        assert window_of(session.answer())["phase"] == "TRACE_PHASE_RUNNING"
+
+        session.proc.stdin.write("stop\n")  # type: ignore[union-attr]
+        session.proc.stdin.flush()  # type: ignore[union-attr]
+        lost = peer.command()  # dropped: as if the socket had been full
+        assert (lost.trace_id, "DYNAMIC_ACTION=stop" in lost.config) == (start.trace_id, True), lost
+        peer.heartbeat()
+        again = peer.command()
+        assert (again.trace_id, again.config) == (lost.trace_id, lost.config)
+        peer.heartbeat()  # still unanswered: pushed again at every heartbeat
+        assert peer.command().config == lost.config
+        finished = wire.TraceEvent(trace_id=start.trace_id, phase=TracePhase.FINISHED, output=str(tmp_path))
+        peer.send(wire.EVENT, finished.to_payload())
+        assert window_of(session.answer())["phase"] == "TRACE_PHASE_FINISHED"
+        peer.heartbeat()
+        assert peer.nothing_queued(), "answered: nothing more to push"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import urllib.request
@@ -16,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from harness import BIN, Daemon, free_port, read_line_until, stop_process, trainer, wait_until
 from msmonitor_plugin import wire
+from wire_peer import PluginPeer
 
 pytestmark = pytest.mark.torch
 
@@ -164,44 +164,6 @@ def test_bad_npu_monitor_flags_exit_2(daemon):
     assert result.returncode == 2 and "--mspti-activity-kind: accepts" in result.stderr
     result = daemon.dyno("npu-monitor", "--npu-monitor-start", "--json-rotate-log-lines", "5")
     assert result.returncode == 2 and "an integer in 100..500000" in result.stderr
-
-
-class PluginPeer:
-    """This test process speaking the plugin's wire by hand: a command read and dropped here is, to the
-    daemon, a push lost in a full socket."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(daemon.socket_dir / "peer"))
-        self.sock.settimeout(10)
-        self.daemon_path = str(daemon.socket_dir / wire.DAEMON_ENDPOINT)
-
-    def send(self, kind: str, payload: bytes) -> None:
-        self.sock.sendto(wire.encode(kind, payload), self.daemon_path)
-
-    def heartbeat(self) -> None:
-        """A heartbeat (the plugin's hello), read up to the daemon's acknowledgement."""
-        self.send(wire.HELLO, wire.Hello(pid=os.getpid(), capabilities=["push", "npumonitor"]).to_payload())
-        while self.next().type != wire.ACK:
-            pass
-
-    def next(self) -> wire.Datagram:
-        return wire.decode(self.sock.recv(wire.MAX_DATAGRAM))
-
-    def command(self) -> wire.Command:
-        datagram = self.next()
-        assert datagram.type == wire.COMMAND, datagram
-        return wire.Command.from_payload(datagram.payload)
-
-    def nothing_queued(self) -> bool:
-        self.sock.setblocking(False)
-        try:
-            self.sock.recv(wire.MAX_DATAGRAM)
-        except BlockingIOError:
-            return True
-        finally:
-            self.sock.settimeout(10)
-        return False
 
 
 def test_a_lost_push_is_pushed_again_at_each_heartbeat_until_answered(daemon):
