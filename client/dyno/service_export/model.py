@@ -13,10 +13,6 @@ EVENT, SPAN, LINK = "event", "span", "link"
 Member = Tuple[str, Optional[int]]  # a request id, and its iteration in the batch (None: not given)
 
 
-def ms(ns: int) -> float:
-    return ns / 1e6
-
-
 @dataclass(frozen=True, order=True)
 class Process:
     host: str

@@ -131,7 +131,7 @@ THREAD = _table(
 # (no "pid"): hostname and ppid, as MindIE writes, and add_meta_info's.
 META = _table("Meta", "name TEXT", "value TEXT", "slice TEXT")
 # MindIE 8.3 (DbExecutorServiceData.h, DbExecutorMetaData.h): flag 1 a mark, 2 a span; Meta without slice.
-MARK_FLAG, SPAN_FLAG = 1, 2
+SPAN_FLAG = 2
 META_83 = _table("Meta", "name TEXT", "value TEXT")
 MSTX = _table(
     "Mstx",
@@ -188,5 +188,4 @@ KERNEL = _table(
     "correlation_id INTEGER",
 )
 OPERATOR_TABLES = (API, KERNEL)
-TABLES: Dict[str, Table] = {t.name: t for t in (*SERVICE_TABLES, MSTX, *OPERATOR_TABLES)}
 LEGACY: Dict[str, Table] = {t.name: t for t in LEGACY_TABLES}
