@@ -133,15 +133,30 @@ def test_reports_cannot_make_the_daemon_hold_unbounded_parts_or_devices(daemon):
         client.close()
 
 
-def test_traces_announced_by_processes_are_bounded(daemon):
-    client = registered_client(daemon, "tracer")
+def test_made_up_trace_ids_are_not_adopted_and_cannot_evict_a_pending_trace(daemon, tmp_path):
+    """A registered process (one running before the daemon, as after a restart) reports events for more
+    made-up traces than the store keeps: one is adopted, the rest refused with one log line, and the
+    trace this daemon issued, still pending, stays known."""
+    hello = wire.Hello(pid=os.getpid(), capabilities=["push", "nputrace"])
+    client = Client(daemon, "tracer")
     try:
-        for n in range(MAX_TRACES + 50):
-            event = wire.TraceEvent(trace_id=f"t{n}", phase=TracePhase.FINISHED)
+        client.send(wire.encode(wire.HELLO, hello.to_payload()))
+        assert wire.decode(client.sock.recv(wire.MAX_DATAGRAM)).type == wire.ACK
+        pending = daemon.dyno_json(
+            "nputrace", "--pids", str(os.getpid()), "--start-step", "1000", "--log-file", str(tmp_path)
+        )["trace_id"]
+        before = daemon.dyno_json("status")["ipc"]["received"]
+        for n in range(MAX_TRACES + 500):
+            event = wire.TraceEvent(trace_id=f"t{n}", phase=TracePhase.READY)
             client.send(wire.encode(wire.EVENT, event.to_payload()))
-        last = f"t{MAX_TRACES + 49}"
-        wait_until(lambda: daemon.dyno("trace", last).returncode == 0, what="the last trace")
-        assert daemon.dyno("trace", "t0").returncode == 1, "the oldest were forgotten"
+        wait_until(
+            lambda: daemon.dyno_json("status")["ipc"]["received"] >= before + MAX_TRACES + 500,
+            what="every event read",
+        )
+        assert daemon.dyno("trace", pending).returncode == 0, "the issued trace is still known"
+        assert daemon.dyno("trace", "t0").returncode == 0 and daemon.dyno("trace", "t1").returncode == 1
+        refusals = daemon.log_file.read_text().count("not adopted")
+        assert refusals == 1, "one line a minute per process"
     finally:
         client.close()
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 
 from dynolog import traces as traces_module
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
-from dynolog.registry import Registry
+from dynolog.registry import ProcessRecord, Registry
 from dynolog.traces import TraceStore
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
@@ -68,7 +70,9 @@ def test_a_trace_reported_after_the_hello_is_awaited_and_an_unreported_one_is_gi
     async def scenario():
         registry, traces = Registry(60.0), TraceStore()
         plugin = PluginClient(registry, traces, Delivery())
-        record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push"]))
+        # This test's own process: it was running before the "daemon" (built just now), as a job is
+        # that a restarted daemon hears from.
+        record = plugin.register(Sender(b"\0t\0", os.getpid(), 0), wire.Hello(pid=os.getpid()))
         waiting = asyncio.ensure_future(traces.learnt("42", timeout=60.0))
         await asyncio.sleep(0)  # let it wait: the event comes after, as a restarted daemon sees it
         plugin.event(record, wire.TraceEvent(trace_id="42", phase=TracePhase.FINISHED))
@@ -77,5 +81,46 @@ def test_a_trace_reported_after_the_hello_is_awaited_and_an_unreported_one_is_gi
         return learnt, never
 
     learnt, never = asyncio.run(scenario())
-    assert learnt is not None and learnt.processes[PID].phase is TracePhase.FINISHED
+    assert learnt is not None and learnt.processes[os.getpid()].phase is TracePhase.FINISHED
     assert never is None
+
+
+def test_only_a_process_older_than_the_daemon_adopts_and_only_one_trace_a_minute_never_another_s():
+    registry, traces = Registry(60.0), TraceStore()
+    plugin = PluginClient(registry, traces, Delivery())
+
+    def process(pid: int) -> ProcessRecord:
+        return plugin.register(
+            Sender(b"\0t\0", pid, 0), wire.Hello(pid=pid, capabilities=["push", "nputrace"])
+        )
+
+    def report(record: ProcessRecord, trace_id: str) -> None:
+        plugin.event(record, wire.TraceEvent(trace_id=trace_id, phase=TracePhase.RUNNING))
+
+    issued = traces.new(CommandKind.NPUTRACE)
+    traces.stage(issued, process(PID), "/traces/")
+    older = process(os.getpid())
+    report(older, issued.trace_id)
+    assert list(issued.processes) == [PID], "this daemon knows whom it sent its trace to"
+    report(older, "1")
+    report(older, "2")
+    assert traces.get("1") is not None and traces.get("2") is None, "one adoption a minute"
+    with subprocess.Popen(["cat"], stdin=subprocess.PIPE) as younger:  # started after the daemon
+        try:
+            report(process(younger.pid), "3")
+        finally:
+            younger.communicate()
+    report(process(PID + 1), "4")  # no such process: nothing vouches for it
+    assert traces.get("3") is None and traces.get("4") is None
+
+
+def test_adopted_traces_are_forgotten_before_issued_ones(monkeypatch):
+    monkeypatch.setattr(traces_module, "MAX_TRACES", 3)
+    registry, traces = Registry(60.0), TraceStore()
+    plugin = PluginClient(registry, traces, Delivery())
+    issued = traces.new(CommandKind.NPUTRACE)
+    traces.stage(issued, plugin.register(SENDER, wire.Hello(pid=PID)), "/traces/")
+    for n in range(5):
+        record = plugin.register(Sender(b"\0t\0", PID + 1 + n, 0), wire.Hello(pid=PID + 1 + n))
+        traces.adopt(record, str(n), TracePhase.RUNNING)
+    assert traces.get(issued.trace_id) is issued, "the oldest, still pending, but this daemon's own"

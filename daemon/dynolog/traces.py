@@ -73,6 +73,9 @@ class Trace:
     pulled: Set[int] = field(default_factory=set)  # host pids that took it by polling
     idle_polls: Dict[int, int] = field(default_factory=dict)  # polls since delivery without starting
     changes: Changed = field(default_factory=Changed)
+    # Learnt from a process's word, not issued by this daemon (a previous one did, or nobody): forgotten
+    # before the traces this daemon issued, so no process's claims can push those out.
+    adopted: bool = False
 
     @property
     def done(self) -> bool:
@@ -135,8 +138,11 @@ class TraceStore:
         return process
 
     def adopt(self, record: ProcessRecord, trace_id: str, phase: Optional[TracePhase]) -> Trace:
-        """A trace this daemon did not stage (it restarted since): follow it from now on."""
-        trace = self._traces.get(trace_id) or self._remember(Trace(trace_id, CommandKind.NPUTRACE))
+        """A trace this daemon did not stage (it restarted since): follow it from now on. Whether the
+        process may bring it is ``clients.plugin.Adoptions``' to say."""
+        trace = self._traces.get(trace_id) or self._remember(
+            Trace(trace_id, CommandKind.NPUTRACE, adopted=True)
+        )
         process = trace.processes.get(record.host_pid) or self._add(
             trace, ProcessTrace(record.pid, record.host_pid, record.rank, TracePhase.READY)
         )
@@ -179,10 +185,14 @@ class TraceStore:
 
     def _trim(self, keep: Trace) -> None:
         """Beyond MAX_TRACES, or MAX_PROCESS_ENTRIES, forget the oldest finished trace (else the oldest
-        at all), never *keep*: the one just added to."""
+        adopted one, else the oldest at all), never *keep*: the one just added to."""
         while len(self._traces) > MAX_TRACES or self._entries > MAX_PROCESS_ENTRIES:
             others = [t for t in self._traces.values() if t is not keep]
-            oldest = next((t for t in others if t.done), None) or next(iter(others), None)
+            oldest = (
+                next((t for t in others if t.done), None)
+                or next((t for t in others if t.adopted), None)
+                or next(iter(others), None)
+            )
             if oldest is None:
                 return
             del self._traces[oldest.trace_id]

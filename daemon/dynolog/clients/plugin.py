@@ -1,19 +1,69 @@
 """This project's plugin: commands are pushed; it reports each trace phase (``mm.event``) and the trace
-it holds in every heartbeat, so a restarted daemon adopts traces it did not stage."""
+it holds in every heartbeat, so a restarted daemon adopts traces it did not stage (:class:`Adoptions`
+says which)."""
 
 from __future__ import annotations
 
 import logging
+import os
+from typing import Optional
 
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState, trace_holder
 
 from ..delivery import Delivery
 from ..ipc import Sender
+from ..logs import Once
 from ..registry import ClientKind, ProcessRecord, Registry
-from ..traces import TraceStore
+from ..traces import Trace, TraceStore
 
 log = logging.getLogger("dynolog.trace")
+
+ADOPTION_PERIOD_S = 60.0  # one adoption per process in this long; a process holds one trace at a time
+
+
+class Adoptions:
+    """Which trace ids a process may bring to this daemon. Every adopted id is a trace kept (the store
+    keeps MAX_TRACES), so a process's word alone must not add them: only a process that was running
+    before this daemon started can hold a trace it did not issue (a previous daemon's), one trace an
+    ADOPTION_PERIOD_S at most, and never a trace this daemon issued to others. Refusals are logged once
+    a period per process."""
+
+    def __init__(self, traces: TraceStore) -> None:
+        self._traces = traces
+        self._daemon_started = _start_ticks(os.getpid())
+        self._granted = Once(ADOPTION_PERIOD_S)
+        self._told = Once(ADOPTION_PERIOD_S)
+
+    def adopt(self, record: ProcessRecord, trace_id: str, phase: Optional[TracePhase]) -> Optional[Trace]:
+        """The trace, adopted; None if the process may not bring it."""
+        refusal = self._refusal(record, trace_id)
+        if refusal:
+            if self._told(record.host_pid):
+                log.warning("trace %.40r from pid %d not adopted: %s", trace_id, record.host_pid, refusal)
+            return None
+        log.info("trace %s from pid %d: adopting it", trace_id, record.host_pid)
+        return self._traces.adopt(record, trace_id, phase)
+
+    def _refusal(self, record: ProcessRecord, trace_id: str) -> str:
+        known = self._traces.get(trace_id)
+        if known is not None and not known.adopted:
+            return "this daemon issued it to other processes"
+        started = _start_ticks(record.host_pid)
+        if started is None or self._daemon_started is None or started > self._daemon_started:
+            return "the process started after this daemon, so no earlier daemon gave it a trace"
+        if not self._granted(record.host_pid):
+            return f"it adopted one in the last {ADOPTION_PERIOD_S:.0f} s"
+        return ""
+
+
+def _start_ticks(host_pid: int) -> Optional[int]:
+    """When the process started, in clock ticks since boot (``/proc/<pid>/stat`` field 22); None if gone."""
+    try:
+        with open(f"/proc/{host_pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class PluginClient:
@@ -21,6 +71,7 @@ class PluginClient:
         self._registry = registry
         self._traces = traces
         self._delivery = delivery
+        self._adoptions = Adoptions(traces)
 
     def register(self, sender: Sender, hello: wire.Hello) -> ProcessRecord:
         """A hello (also the heartbeat): the process as its plugin describes it."""
@@ -53,7 +104,7 @@ class PluginClient:
     def hello(self, record: ProcessRecord, hello: wire.Hello) -> None:
         """A trace the process holds that this daemon does not know (it restarted since) is adopted."""
         if hello.trace_id and self._traces.active(record.host_pid) is None and not self._ended(hello, record):
-            self._traces.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
+            self._adoptions.adopt(record, hello.trace_id, TracePhase.reported(hello.trace_phase))
 
     def _ended(self, hello: wire.Hello, record: ProcessRecord) -> bool:
         """Whether this process already finished the hello's trace: a heartbeat built just before its
@@ -65,8 +116,9 @@ class PluginClient:
     def event(self, record: ProcessRecord, event: wire.TraceEvent) -> None:
         trace = self._traces.get(event.trace_id)
         if trace is None or record.host_pid not in trace.processes:
-            log.info("event for unknown trace %s from pid %d: adopting it", event.trace_id, record.host_pid)
-            trace = self._traces.adopt(record, event.trace_id, TracePhase.READY)
+            trace = self._adoptions.adopt(record, event.trace_id, TracePhase.READY)
+            if trace is None:
+                return
         process = trace.processes[record.host_pid]
         process.current_step, process.start_step, process.stop_step = (
             event.current_step,
