@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Set
+from typing import Any, Dict, Iterable, Iterator, List, Set
 
 from ..analysis import flow_phase, request_paths, us, when
 from ..model import SPAN, Mark, Process, Recording
@@ -42,7 +42,7 @@ def _metadata(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]
         host = recording.meta.get(process, {}).get("hostname", process.host)
         yield {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": process.label}}
         yield {"name": "process_labels", "ph": "M", "pid": pid, "args": {"labels": host}}
-    tracks = sorted({(pids[m.process], track(m)) for m in recording.marks})
+    tracks = sorted({(pids[m.process], track(m)) for m in _slices(recording)})
     for index, (pid, tid) in enumerate(tracks):
         yield {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": index}}
 
@@ -63,8 +63,21 @@ def _json_safe(value: Any) -> Any:
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _kv_blocks(mark: Mark) -> Dict[str, Any]:
+    """The KV-cache blocks a mark reports (MindIE's deviceBlock, vLLM's KVCacheStatus), drawn as a counter
+    instead of a slice, as the analyser draws them; none for other marks."""
+    if mark.name == "KVCacheStatus":
+        return {k: mark.metric(k) for k in ("total_blocks", "used_blocks", "free_blocks")}
+    left = mark.metric("deviceBlock")
+    return {} if left is None else {"Device Block": left}
+
+
+def _slices(recording: Recording) -> List[Mark]:
+    return [m for m in recording.marks if not _kv_blocks(m)]
+
+
 def _marks(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:
-    for m in recording.marks:
+    for m in _slices(recording):
         spans = m.kind == SPAN or m.end_ns > m.start_ns
         yield {
             "name": m.name,
@@ -87,13 +100,7 @@ def _counter(name: str, ts_ns: int, pid: int, values: Dict[str, Any]) -> Iterato
 def _counters(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:
     """KV-cache blocks (MindIE's deviceBlock, vLLM's KVCacheStatus) and the counter table's samples."""
     for m in recording.marks:
-        if m.name == "KVCacheStatus":
-            blocks = {k: m.metric(k) for k in ("total_blocks", "used_blocks", "free_blocks")}
-            yield from _counter("KVCache", m.start_ns, pids[m.process], blocks)
-        elif m.metric("deviceBlock") is not None:
-            yield from _counter(
-                "KVCache", m.start_ns, pids[m.process], {"Device Block": m.metric("deviceBlock")}
-            )
+        yield from _counter("KVCache", m.start_ns, pids[m.process], _kv_blocks(m))
     for c in recording.counters:
         yield from _counter(c.name, c.ts_ns, pids[c.process], c.values)
 
@@ -114,7 +121,7 @@ def _operators(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event
 
 
 def _flows(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:
-    for rid, path in request_paths(recording.marks).items():
+    for rid, path in request_paths(_slices(recording)).items():
         for i, m in enumerate(path):
             yield {"name": f"flow_{rid}", "ph": flow_phase(i, len(path)), "ts": us(m.start_ns), "id": rid,
                    "cat": rid, "pid": pids[m.process], "tid": track(m)}  # fmt: skip
