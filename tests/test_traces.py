@@ -295,7 +295,7 @@ def test_no_process_and_no_match_are_ineffective(daemon, start_workload, tmp_pat
     [
         (
             ["--iterations", "0", "--duration-ms", "0"],
-            "--duration-ms: must be > 0 when --iterations is not given",
+            "--duration-ms: must be in 1..3600000 ms when --iterations is not given",
         ),
         (
             ["--start-step", "-2", "--iterations", "1"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Iterable, List, Sequence
 
 from .model import Targets
 from .registry import ProcessRecord
@@ -25,13 +25,22 @@ def select(records: Iterable[ProcessRecord], targets: Targets) -> List[ProcessRe
     return matched
 
 
+# Numbers of a list an answer names; the rest are counted (a long list would not fit in an answer).
+SHOWN = 8
+
+
 def describe(targets: Targets) -> str:
     """The targets in words, for an answer that says none matched."""
     parts = []
     if targets.job_id:
         parts.append(f"job {targets.job_id}")
     if targets.pids:
-        parts.append(f"pids {','.join(map(str, targets.pids))}")
+        parts.append(f"pids {_listed(targets.pids)}")
     if targets.ranks:
-        parts.append(f"ranks {','.join(map(str, targets.ranks))}")
+        parts.append(f"ranks {_listed(targets.ranks)}")
     return " and ".join(parts) or "the command"
+
+
+def _listed(numbers: Sequence[int]) -> str:
+    shown = ",".join(map(str, numbers[:SHOWN]))
+    return shown if len(numbers) <= SHOWN else f"{shown} and {len(numbers) - SHOWN} more"

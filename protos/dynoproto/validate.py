@@ -14,9 +14,10 @@ mean "not given" (:func:`_given`).
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List
+from typing import Any, Callable, Iterable, List, Sequence
 
 from google.protobuf.message import Message
 
@@ -44,6 +45,16 @@ EXPORT_TYPES = ("Text", "Db")
 HOST_SYS = ("cpu", "mem", "disk", "network", "osrt")
 MAX_PATH = 4096
 MAX_LIST_TEXT = 1024
+# Targets: more pids than a node runs processes, the ranks of a large job (the list dyno sends to every
+# host). A set of them is built once per command, so matching costs no more for a long list.
+MAX_PIDS = 4096
+MAX_RANKS = 65_536
+# A step number, a count of steps, a roundup: beyond these a trace waits for ever or records without end
+# (each step recorded is kept in the job's memory until the trace is written).
+MAX_STEP = 1_000_000_000
+MAX_ITERATIONS = 1000
+MAX_DURATION_MS = 3_600_000  # a time-based trace: one hour
+MAX_SESSION_S = 7 * 24 * 3600.0  # a `dyno dynamic` session's idle and launch timeouts: a week
 
 
 @dataclass(frozen=True)
@@ -63,10 +74,11 @@ def flag_name(field: str) -> str:
 
 def npu_trace(request: Request) -> List[FieldError]:
     errors = targets(request.targets) + output_path("log_file", request.log_file)
-    if request.start_step < -1:
+    if not -1 <= request.start_step <= MAX_STEP:
         errors.append(
             FieldError(
-                "start_step", f"must be -1 (the next step) or a step number >= 0, got {request.start_step}"
+                "start_step",
+                f"must be -1 (the next step) or a step number in 0..{MAX_STEP}, got {request.start_step}",
             )
         )
     errors += _trigger(request.iterations, request.duration_ms, request.profile_start_time_ms)
@@ -77,9 +89,9 @@ def npu_trace(request: Request) -> List[FieldError]:
     errors += _choices("host_sys", request.host_sys, HOST_SYS)
     if request.async_mode and not request.analyse:
         errors.append(FieldError("async_mode", "needs --analyse (it runs the analysis in a subprocess)"))
-    if _given(request, "gc_detect_threshold") and not request.gc_detect_threshold >= 0:
+    if _given(request, "gc_detect_threshold") and not 0 <= request.gc_detect_threshold < math.inf:
         errors.append(
-            FieldError("gc_detect_threshold", f"must be >= 0 ms, got {request.gc_detect_threshold}")
+            FieldError("gc_detect_threshold", f"must be finite, >= 0 ms, got {request.gc_detect_threshold}")
         )
     for name in ("mstx_domain_include", "mstx_domain_exclude"):
         errors += _names(name, getattr(request, name))
@@ -88,19 +100,26 @@ def npu_trace(request: Request) -> List[FieldError]:
 
 def gpu_trace(request: Request) -> List[FieldError]:
     errors = targets(request.targets) + output_path("log_file", request.log_file)
-    if request.iterations < 0:
-        errors.append(
-            FieldError(
-                "iterations", f"must be > 0 (or absent for a duration trace), got {request.iterations}"
-            )
-        )
+    errors += _kineto_file("log_file", request.log_file)
     if request.iterations == 0:
         errors += _trigger(0, request.duration_ms, request.profile_start_time_ms)
-    if request.profile_start_iteration_roundup < 0:
-        errors.append(FieldError("profile_start_iteration_roundup", "must be >= 1"))
+    else:
+        errors += _iterations(request.iterations, "or absent for a duration trace")
+    if not 0 <= request.profile_start_iteration_roundup <= MAX_STEP:
+        errors.append(
+            FieldError(
+                "profile_start_iteration_roundup",
+                f"must be in 1..{MAX_STEP} (0: the default), got {request.profile_start_iteration_roundup}",
+            )
+        )
     if request.profile_memory and request.iterations > 0:
         errors.append(FieldError("profile_memory", "works with duration traces only, not with --iterations"))
     return errors
+
+
+def watch_metrics(request: Request) -> List[FieldError]:
+    """``dyno npu-monitor --watch``: its targets, bounded as a command's (a read-only client sends it)."""
+    return targets(request.targets)
 
 
 MONITOR_KINDS = (
@@ -202,8 +221,8 @@ def dynamic_attach(attach: pb.DynamicAttach) -> List[FieldError]:
         ("idle_timeout_s", attach.idle_timeout_s),
         ("wait_registration_s", attach.wait_registration_s),
     ):
-        if not value >= 0:
-            errors.append(FieldError(name, f"must be >= 0 seconds, got {value}"))
+        if not 0 <= value <= MAX_SESSION_S:  # also refuses NaN and infinity
+            errors.append(FieldError(name, f"must be in 0..{MAX_SESSION_S:g} seconds, got {value}"))
     return errors
 
 
@@ -214,13 +233,10 @@ def _given(request: Request, name: str) -> bool:
 
 
 def _int_text(field: str, text: str, ok: Callable[[int], bool], expected: str) -> List[FieldError]:
-    if not text:
+    # ASCII digits only: int() also takes surrounding whitespace, "1_000" and other scripts' digits,
+    # which the process's reader refuses (and then the whole command with it).
+    if not text or (re.fullmatch(r"-?[0-9]+", text) and ok(int(text))):
         return []
-    try:
-        if ok(int(text)):
-            return []
-    except ValueError:
-        pass
     return [FieldError(field, f"must be {expected}, got {text!r}")]
 
 
@@ -228,15 +244,24 @@ def targets(t: Request) -> List[FieldError]:
     errors = []
     if t.job_id < 0:
         errors.append(FieldError("targets.job_id", f"must be >= 0, got {t.job_id}"))
-    if any(p <= 0 for p in t.pids):
-        errors.append(FieldError("targets.pids", f"pids must be positive, got {list(t.pids)}"))
-    if any(r < 0 for r in t.ranks):
-        errors.append(FieldError("targets.ranks", f"ranks must be >= 0, got {list(t.ranks)}"))
+    errors += _numbers("targets.pids", t.pids, MAX_PIDS, 1, "pids must be positive")
+    errors += _numbers("targets.ranks", t.ranks, MAX_RANKS, 0, "ranks must be >= 0")
     if t.process_limit < 0:
         errors.append(
             FieldError("targets.process_limit", f"must be >= 0 (0: no limit), got {t.process_limit}")
         )
     return errors
+
+
+def _numbers(field: str, values: Sequence[int], most: int, lowest: int, rule: str) -> List[FieldError]:
+    """At most *most* numbers, each >= *lowest*; the answer names the first bad one, never the list (a
+    long one would not fit in the error's metadata)."""
+    if len(values) > most:
+        return [FieldError(field, f"lists {len(values)} numbers, more than {most}")]
+    bad = next((i for i, value in enumerate(values) if value < lowest), None)
+    if bad is None:
+        return []
+    return [FieldError(field, f"{rule}, got {values[bad]} (number {bad + 1} of {len(values)})")]
 
 
 def output_path(field: str, path: str) -> List[FieldError]:
@@ -246,16 +271,38 @@ def output_path(field: str, path: str) -> List[FieldError]:
         return [FieldError(field, f"must be an absolute path on the traced node, got {path!r}")]
     if len(path) > MAX_PATH:
         return [FieldError(field, f"is longer than {MAX_PATH} characters")]
+    # Kineto's reader cuts a line at '#' (a comment), so it would write where the part before points,
+    # not where the whole path was checked against --trace-root; no reader needs '#' in a path.
+    if "#" in path:
+        return [FieldError(field, f"may not contain '#' (Kineto reads the rest as a comment): {path!r}")]
     return _config_safe(field, path)
 
 
+def _kineto_file(field: str, path: str) -> List[FieldError]:
+    """Kineto inserts ``_<pid>`` before the first ``.json`` of its log file: in a folder's name that
+    would be another folder than the one checked, so ``.json`` may appear in the file name only."""
+    folder = path.rpartition("/")[0]
+    if ".json" not in folder:
+        return []
+    why = "may have '.json' in its file name only (Kineto inserts the pid before the first one)"
+    return [FieldError(field, f"{why}: {path!r}")]
+
+
+def _iterations(iterations: int, otherwise: str) -> List[FieldError]:
+    if 0 < iterations <= MAX_ITERATIONS:
+        return []
+    return [FieldError("iterations", f"must be in 1..{MAX_ITERATIONS} ({otherwise}), got {iterations}")]
+
+
 def _trigger(iterations: int, duration_ms: int, start_time_ms: int) -> List[FieldError]:
-    errors = []
-    if iterations < 0:
-        errors.append(FieldError("iterations", f"must be > 0, got {iterations}"))
-    if iterations == 0 and duration_ms <= 0:
+    errors = _iterations(iterations, "or absent for a time-based trace") if iterations else []
+    if iterations == 0 and not 0 < duration_ms <= MAX_DURATION_MS:
         errors.append(
-            FieldError("duration_ms", "must be > 0 when --iterations is not given (a time-based trace)")
+            FieldError(
+                "duration_ms",
+                f"must be in 1..{MAX_DURATION_MS} ms when --iterations is not given (a time-based trace), "
+                f"got {duration_ms}",
+            )
         )
     if start_time_ms < 0:
         errors.append(

@@ -151,7 +151,7 @@ class DynologService(pb_grpc.DynologServicer):
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
         """Each matched process's reports as they arrive, until the client goes away."""
-        node = await self._require_ipc(context)
+        node = await self._accept(context, [str(e) for e in validate.watch_metrics(request)])
         targets = convert.targets(request.targets)
         queue = node.metrics.watch(targets, request.latest)
         try:
