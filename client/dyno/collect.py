@@ -10,7 +10,10 @@ trace's ``distributedInfo``:
 ``<host>`` is the host as dyno reached it (each named once in a fan-out), ``<P>`` the pid on that host:
 two processes never share a name. Each file is written as a hidden ``.part`` and linked into place only
 when complete, so a reader never sees half a trace; an existing file is never replaced (it is named as
-not fetched instead). The names a daemon sends are checked: none leaves DIR.
+not fetched instead), and the ``.part`` never outlives its fetch. Each folder is made by the fetch that
+writes into it: one already there (a link another user planted in a shared DIR, say) is refused, never
+followed. What a daemon sends is checked: no name leaves DIR or nests deeper than :data:`MAX_DEPTH`,
+and no file grows past the size announced for it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import re
 import sys
 import tempfile
 from argparse import Namespace
-from typing import IO, List, NamedTuple, Optional, Sequence, TextIO, Tuple
+from typing import IO, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
 
 import grpc
 
@@ -36,6 +39,9 @@ MIB = 1 << 20
 PROGRESS_EVERY = 64 * MIB  # a progress line per this much of one file; smaller files get none
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # longest first
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+# Folders in a file's name under its process's folder: torch_npu's deepest output is 3 (PROF_…/
+# ASCEND_PROFILER_OUTPUT/…); a daemon's thousand-level name is refused, not made.
+MAX_DEPTH = 16
 
 
 class Collected(NamedTuple):
@@ -114,7 +120,24 @@ def local_name(chunk: pb.FileChunk, host: str) -> str:
     parts = chunk.name.replace("\\", "/").split("/")
     if chunk.name.startswith("/") or not chunk.name or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{chunk.name!r} is not a name inside the trace's folder")
+    if len(parts) > MAX_DEPTH:
+        raise ValueError(f"{chunk.name[:60]!r}… is nested deeper than {MAX_DEPTH} folders")
     return os.path.join(prefix, *parts)
+
+
+def make_folders(root: str, relative: str, made: Set[str]) -> None:
+    """Each folder of *relative* under *root*, made here unless this fetch made it already (*made*). One
+    that is there already is refused: mkdir never follows a link, so nothing is written through one."""
+    path = root
+    for part in relative.split(os.sep):
+        path = os.path.join(path, part)
+        if path in made:
+            continue
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            raise OSError(f"{path} exists and this fetch did not make it: nothing written into it") from None
+        made.add(path)
 
 
 class _Part:
@@ -124,7 +147,6 @@ class _Part:
         self.final, self.size, self.received = final, size, 0
         if os.path.lexists(final):
             raise OSError(f"{final} exists: not overwritten")
-        os.makedirs(os.path.dirname(final), exist_ok=True)
         fd, self.path = tempfile.mkstemp(
             prefix=f".{os.path.basename(final)}.", suffix=".part", dir=os.path.dirname(final)
         )
@@ -133,13 +155,23 @@ class _Part:
     def write(self, chunk: pb.FileChunk) -> None:
         if chunk.offset != self.received:
             raise OSError(f"{self.final}: a piece at byte {chunk.offset}, {self.received} expected")
+        if self.received + len(chunk.data) > self.size:
+            raise OSError(f"{self.final}: more than the {self.size} bytes announced came")
         self.file.write(chunk.data)
         self.received += len(chunk.data)
 
     def finish(self) -> None:
+        """The file in place, if it came whole; the ``.part`` removed either way."""
         self.file.close()
-        if self.received != self.size:
-            raise OSError(f"{self.final}: {self.received} of {self.size} bytes came")
+        try:
+            if self.received != self.size:  # a short stream, or the file changed size as it was read
+                raise OSError(f"{self.final}: {self.received} of {self.size} bytes came")
+            self._place()
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def _place(self) -> None:
         try:
             os.link(self.path, self.final)  # fails if the name appeared meanwhile: nothing is replaced
         except FileExistsError:
@@ -148,9 +180,6 @@ class _Part:
             if os.path.lexists(self.final):
                 raise OSError(f"{self.final} exists: not overwritten") from None
             os.rename(self.path, self.final)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
 
     def abort(self) -> None:
         self.file.close()
@@ -170,6 +199,7 @@ class Writer:
         self._key: Optional[Tuple[int, str]] = None  # (host pid, name) of the file being received
         self._part: Optional[_Part] = None
         self._name = ""
+        self._made: Set[str] = set()  # the folders this fetch made: only they are written into
 
     def take(self, chunk: pb.FileChunk) -> None:
         self.started = True
@@ -199,7 +229,10 @@ class Writer:
     def _begin(self, chunk: pb.FileChunk) -> None:
         self._name = chunk.path or chunk.name
         try:
-            self._part = _Part(os.path.join(self.folder, local_name(chunk, self.host)), chunk.size)
+            name = local_name(chunk, self.host)
+            if os.path.dirname(name):
+                make_folders(self.folder, os.path.dirname(name), self._made)
+            self._part = _Part(os.path.join(self.folder, name), chunk.size)
         except (OSError, ValueError) as exc:
             self._failed(exc)
 
