@@ -74,6 +74,11 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.FileChunk.FromString,
                 _registered_method=True)
+        self.CancelTrace = channel.unary_unary(
+                '/dynolog.v1.Dynolog/CancelTrace',
+                request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+                _registered_method=True)
         self.NpuMonitor = channel.unary_unary(
                 '/dynolog.v1.Dynolog/NpuMonitor',
                 request_serializer=dynoproto_dot_dynolog__pb2.NpuMonitorRequest.SerializeToString,
@@ -159,6 +164,15 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelTrace(self, request, context):
+        """Cancel a trace: every process drops it if it is still waiting for its start, or stops it at its
+        next step if it is recording (what it recorded is written). The trace as it stands once each process
+        answered, or after a few seconds. Operators only: it is not a Get/List/Watch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def NpuMonitor(self, request, context):
         """Always-on monitoring (msMonitor's npu-monitor) and its per-interval reports.
         """
@@ -235,6 +249,11 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.FetchTraceFiles,
                     request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.FileChunk.SerializeToString,
+            ),
+            'CancelTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTrace,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
             ),
             'NpuMonitor': grpc.unary_unary_rpc_method_handler(
                     servicer.NpuMonitor,
@@ -478,6 +497,33 @@ class Dynolog:
             '/dynolog.v1.Dynolog/FetchTraceFiles',
             dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/CancelTrace',
+            dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
             options,
             channel_credentials,
             insecure,
