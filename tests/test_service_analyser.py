@@ -5,7 +5,10 @@ ms_service_profiler.parse`` and exported by ``dyno service export``, file by fil
     MINDIE_ANALYSER_SOURCE=<msserviceprofiler checkout> MINDIE_ANALYSER_PYTHON=<python with pandas, scipy,
     psutil> .venv/bin/python -m pytest -q tests/test_service_analyser.py
 
-Every column is compared, datetimes included (the analyser's float arithmetic is reproduced)."""
+Every column is compared, datetimes included (the analyser's float arithmetic is reproduced). A missing
+value is written as pandas writes it: empty with pandas 3, ``<NA>`` or ``None`` with pandas 2 (read here
+as empty). Under pandas 3 that analyser fails to write forward.csv (``'prof_id'``): it is compared where it
+is written."""
 
 from __future__ import annotations
 
@@ -58,9 +61,12 @@ store.close()
 """
 
 
+MISSING = ("<NA>", "None")  # pandas 2's missing values; pandas 3 writes them empty
+
+
 def read(path: Path) -> List[Dict[str, str]]:
     with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+        return [{k: "" if v in MISSING else v for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +92,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     return {"theirs": theirs, "ours": ours}
 
 
-@pytest.mark.parametrize("name", ["request.csv", "batch.csv", "kvcache.csv", "request_status.csv"])
+@pytest.mark.parametrize(
+    "name", ["request.csv", "batch.csv", "forward.csv", "kvcache.csv", "request_status.csv"]
+)
 def test_the_same_rows_as_mindies_analyser(outputs: Dict[str, Path], name: str):
+    if name == "forward.csv" and not (outputs["theirs"] / name).exists():
+        pytest.skip("this analyser did not write forward.csv (it fails to under pandas 3)")
     theirs, ours = read(outputs["theirs"] / name), read(outputs["ours"] / name)
     assert list(theirs[0]) == list(ours[0]), "the same columns, in order"
     assert ours == theirs
