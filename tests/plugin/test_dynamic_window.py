@@ -132,7 +132,7 @@ class WindowTest(unittest.TestCase):
     def test_a_stop_for_a_window_this_process_does_not_run_is_answered(self):
         self.tracer.accept(stop_command("nope"))
         self.assertEqual((self.events[-1].trace_id, self.events[-1].phase), ("nope", TracePhase.FAILED))
-        self.assertIn("no such window", self.events[-1].error)
+        self.assertIn("no such trace", self.events[-1].error)
 
     def test_exit_while_collecting_keeps_what_was_recorded_marked_incomplete(self):
         self.steps(1)

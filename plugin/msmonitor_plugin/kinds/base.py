@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-from ..configtext import ConfigTextError, Table
+from ..configtext import BOOL, ConfigTextError, Key, Table, read, render
 from ..vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
 
 
@@ -64,6 +64,19 @@ def log_file(spec: TraceSpec) -> str:
     return spec.log_file
 
 
+# A trace's stop (``dyno trace ID --cancel``): its kind's command again, with the trace's id and this one
+# key; the tracer stops it as it stops a window. A window's stop is its own (DYNAMIC_ACTION=stop).
+STOP_KEY = Key("TRACE_STOP", BOOL, False)
+
+
+def is_trace_stop(raw: Dict[str, str]) -> bool:
+    return bool(read((STOP_KEY,), raw)[STOP_KEY.name])
+
+
+def stop_text() -> str:
+    return render((STOP_KEY,), {STOP_KEY.name: True})
+
+
 @dataclass(frozen=True)
 class TraceKind:
     """One trace kind, as its module declares it: all the tracer and the recorders ask of a kind."""
@@ -82,8 +95,8 @@ class TraceKind:
     # Whether torch_npu's and MindSpore's own dynamic profiler takes it, through IPCMonitor, in a job run
     # with MSMONITOR_USE_DAEMON (they parse its text themselves): the plugin then leaves it to them.
     framework_takes: bool = False
-    # A kind whose window ends with a stop command of its own: whether these raw values are that stop.
-    is_stop: Optional[Callable[[Dict[str, str]], bool]] = None
+    # Whether these raw values are the trace's stop command, not a trace.
+    is_stop: Callable[[Dict[str, str]], bool] = is_trace_stop
 
 
 def recording_options(spec: TraceSpec, v: Dict[str, Any], shapes_key: str) -> None:

@@ -130,17 +130,25 @@ class TraceSession:
         self._safely(lambda: self._start(self._counter.count, at_boundary=False))
 
     def request_stop(self) -> None:
-        """A window's stop command: at the next boundary when it runs at boundaries, else at once."""
+        """A window's stop command, or a trace's cancel: at the next boundary when it runs at boundaries,
+        else at once; a trace still waiting for its start is dropped (nothing was recorded)."""
         with self._lock:
             if self.phase == TracePhase.READY:  # its first boundary has not come yet
                 self._counter.pending = None
-                return self._fail("stopped before the window began: no step boundary came since start")
+                return self._fail(self._stopped_before_start())
             if self.phase != TracePhase.RUNNING or self._stop_requested:
                 return
             self._stop_requested = True
         if not self._at_boundaries:
             return self._safely(lambda: self._finish(self._counter.count + 1))
         _after(STOP_GRACE_S, self._stop_between_steps)
+
+    def _stopped_before_start(self) -> str:
+        if self.spec.until_stopped:
+            return "stopped before the window began: no step boundary came since start"
+        waiting = f"step {self.start_step}" if self.spec.step_based else "its start"
+        at = self._counter.count
+        return f"cancelled before it began (it waited for {waiting}; the process is at step {at})"
 
     def _stop_between_steps(self) -> None:
         self._safely(
@@ -221,7 +229,7 @@ class TraceSession:
 
     def _advance(self, count: int) -> None:
         assert self._recorder is not None
-        if self.spec.until_stopped:
+        if self._stop_requested or self.spec.until_stopped:
             done = self._stop_requested
         elif self.spec.step_based:
             done = count >= self.stop_step
@@ -399,12 +407,12 @@ class Tracer:
             session.arm()
 
     def stop(self, trace_id: str) -> None:
-        """Stop the window *trace_id*; a stop for any other says there is no such window here."""
+        """Stop the window or trace *trace_id*; a stop for any other says there is no such trace here."""
         session = self.session
         if session is not None and session.spec.trace_id == trace_id:
             return session.request_stop()
         if trace_id not in self._seen:
-            self._refuse(trace_id, "no such window runs in this process")
+            self._refuse(trace_id, "no such trace runs in this process")
 
     def _refuse(self, trace_id: str, error: str) -> None:
         self._report(wire.TraceEvent(trace_id=trace_id, phase=TracePhase.FAILED, error=error))

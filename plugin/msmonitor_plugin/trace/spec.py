@@ -24,9 +24,7 @@ def parse(command: wire.Command) -> TraceSpec:
 
 
 def is_stop(command: wire.Command) -> bool:
-    """A window's stop command (its start carries the options); False for a kind without one. Raises
-    ConfigTextError when a window's command is neither start nor stop."""
+    """A trace's stop command (a window's stop, or a cancel), not a trace; False for an unknown kind.
+    Raises ConfigTextError when the command is neither (a window's that is not start or stop, say)."""
     kind = kinds.find(command.kind)
-    if kind is None or kind.is_stop is None:
-        return False
-    return kind.is_stop(configtext.parse(command.config))
+    return kind is not None and kind.is_stop(configtext.parse(command.config))
