@@ -12,8 +12,10 @@ is written."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +103,28 @@ def test_the_same_rows_as_mindies_analyser(outputs: Dict[str, Path], name: str):
     theirs, ours = read(outputs["theirs"] / name), read(outputs["ours"] / name)
     assert list(theirs[0]) == list(ours[0]), "the same columns, in order"
     assert ours == theirs
+
+
+DB_TABLES = [
+    "request",
+    "batch",
+    "batch_req",
+    "batch_exec",
+    "forward",
+    "kvcache",
+    "slice",
+    "thread",
+    "data_table",
+]
+DB_VIEWS = ["request_data", "batch_info", "forward_info", "kvcache_usage"]
+
+
+def columns(db: Path, table: str) -> List[str]:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+@pytest.mark.parametrize("table", DB_TABLES + DB_VIEWS)
+def test_profiler_db_has_the_analysers_tables_and_views(outputs: Dict[str, Path], table: str):
+    theirs, ours = (columns(outputs[side] / "profiler.db", table) for side in ("theirs", "ours"))
+    assert theirs and set(theirs) <= set(ours), f"{table}: {theirs} against {ours}"

@@ -335,6 +335,19 @@ def test_profiler_db_has_the_analysers_tables_and_views(exported):
             ("r1", 1),
             ("r2", 1),
         ]
+        exec_2 = db.execute("SELECT event, pid, start FROM batch_exec WHERE batch_id = 2").fetchall()
+        assert exec_2 == [("BatchSchedule", 200, T0_US + 11000), ("forward", 200, T0_US + 12500),
+                          ("modelExec", 200, T0_US + 12000)]  # fmt: skip
+        # the table has the analyser's column names, the view Insight reads the CSV's
+        table = [row[1] for row in db.execute("PRAGMA table_info(request)")]
+        view = [row[1] for row in db.execute("PRAGMA table_info(request_data)")]
+        assert table[4:] == ["execution_time", "queue_wait_time", "first_token_latency", "cache_hit_rate",
+                             "start_time(ms)"]  # fmt: skip
+        assert view == header(out / "request.csv")
+        assert db.execute("SELECT name, view_name FROM data_table").fetchall() == [
+            (v, v) for v in ("request_data", "batch_info", "kvcache_usage", "forward_info")
+        ]
+        assert db.execute("SELECT * FROM data_link").fetchall() == [("rid", "request", "http_rid")]
         flows = db.execute("SELECT type FROM flow WHERE flow_id = 'r1' ORDER BY timestamp").fetchall()
         assert flows[0] == ("s",) and flows[-1] == ("f",) and len(flows) == 10
     finally:

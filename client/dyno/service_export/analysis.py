@@ -32,9 +32,11 @@ KV_STATUS_COLUMNS = ("total_blocks", "used_blocks", "free_blocks", "kvcache_usag
 QUEUES = ("WAITING", "RUNNING", "SWAPPED")  # request_status.csv's columns, in order
 
 
-def columns(row_type: type) -> List[str]:
-    """A row type's CSV header: its fields, under the names in its ``COLUMNS`` where those differ."""
-    renamed: Dict[str, str] = getattr(row_type, "COLUMNS", {})
+def columns(row_type: type, names: str = "COLUMNS") -> List[str]:
+    """A row type's CSV header (and its view's in profiler.db): its fields, under the names in its
+    ``COLUMNS`` where those differ; with *names* ``TABLE_COLUMNS``, its profiler.db table's (the analyser
+    renames some columns before writing the table, the rest in the view)."""
+    renamed: Dict[str, str] = getattr(row_type, names, {})
     return [renamed.get(f.name, f.name) for f in fields(row_type)]
 
 
@@ -85,6 +87,7 @@ def flow_phase(i: int, length: int) -> str:
 
 @dataclass
 class RequestRow:
+    TABLE_COLUMNS: ClassVar[Dict[str, str]] = {"start_time": "start_time(ms)"}
     COLUMNS: ClassVar[Dict[str, str]] = {
         "execution_time": "execution_time(ms)",
         "queue_wait_time": "queue_wait_time(ms)",
@@ -203,6 +206,7 @@ def request_rows(recording: Recording) -> List[RequestRow]:
 
 @dataclass
 class BatchRow:
+    TABLE_COLUMNS: ClassVar[Dict[str, str]] = {"start_time": "start_time(ms)", "end_time": "end_time(ms)"}
     COLUMNS: ClassVar[Dict[str, str]] = {
         "during_time": "during_time(ms)",
         "start_time": "start_time(ms)",
@@ -338,10 +342,11 @@ def batch_rows(recording: Recording) -> List[BatchRow]:
     return rows
 
 
-def batch_columns(rows: Sequence[BatchRow]) -> List[str]:
-    """batch.csv's header: the KVCacheStatus columns only where the recording has them."""
+def batch_columns(rows: Sequence[BatchRow], names: str = "COLUMNS") -> List[str]:
+    """batch.csv's header (or its table's, as :func:`columns`): the KVCacheStatus columns only where the
+    recording has them."""
     kv = list(rows[0].kv) if rows else []
-    return [c for name in columns(BatchRow) for c in (kv if name == "kv" else [name])]
+    return [c for name in columns(BatchRow, names) for c in (kv if name == "kv" else [name])]
 
 
 def batch_cells(row: BatchRow) -> List[Cell]:
@@ -421,9 +426,10 @@ def forward_rows(recording: Recording) -> List[ForwardRow]:
 class KvBlockRow:
     """MindIE's block actions (Allocate, AppendSlot, Free with ``deviceBlock``)."""
 
+    COLUMNS: ClassVar[Dict[str, str]] = {"start_datetime": "start_time"}
     rid: str
     name: str
-    start_time: str
+    start_datetime: str
     device_kvcache_left: Cell
     kvcache_usage_rate: float
 
@@ -432,8 +438,9 @@ class KvBlockRow:
 class KvStatusRow:
     """vLLM's ``KVCacheStatus`` samples."""
 
+    COLUMNS: ClassVar[Dict[str, str]] = {"start_datetime": "start_time"}
     name: str
-    start_time: str
+    start_datetime: str
     total_blocks: Cell
     used_blocks: Cell
     free_blocks: Cell

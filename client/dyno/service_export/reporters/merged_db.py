@@ -1,15 +1,18 @@
 """``--format db``: ``profiler.db`` as the analyser writes it for MindStudio Insight: every process's marks
 in MindIE 26.0's tables (``process``, ``thread``, ``slice``, ``counter``, ``flow``), the analyser's tables
-(``request``, ``batch``, ``batch_req``, ``batch_exec``, ``forward``, ``kvcache``, ``request_status``,
-with the CSV files' columns), ``data_table`` listing them with their views (``request_data``,
-``batch_info``, ``forward_info``, ``kvcache_usage``), and the operators' ``api`` and ``kernel``."""
+(``request``, ``batch``, ``batch_req``, ``batch_exec``, ``forward``, ``kvcache``, ``request_status``)
+under its table columns, the views Insight reads them by (``request_data``, ``batch_info``,
+``forward_info``, ``kvcache_usage``: the CSV files' columns) listed in ``data_table``, ``data_link``, and
+the operators' ``api`` and ``kernel``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from msmonitor_plugin.service_profiler import schema
 
@@ -20,16 +23,6 @@ from .atomic import replacing
 from .chrome_trace import trace_pids, track
 
 Rows = List[Tuple[Any, ...]]
-# Analyser table -> (its view for Insight, or ''), in data_table's order.
-VIEWS = (
-    ("request", "request_data"),
-    ("batch", "batch_info"),
-    ("batch_req", ""),
-    ("batch_exec", ""),
-    ("forward", "forward_info"),
-    ("kvcache", "kvcache_usage"),
-    ("request_status", ""),
-)
 
 
 def _quoted(name: str) -> str:
@@ -77,48 +70,74 @@ def _flows(recording: Recording, pids: Dict[Process, int], track_ids: Dict[Tuple
     ]
 
 
+@dataclass(frozen=True)
+class Output:
+    """One of the analyser's tables, and the view MindStudio Insight reads it by ('' for none)."""
+
+    table: str
+    view: str
+    table_header: Sequence[str]
+    view_header: Sequence[str]
+    rows: Iterable[Sequence[Any]]
+
+
+def _outputs(recording: Recording) -> Iterator[Output]:
+    a = analysis
+    requests = a.request_rows(recording)
+    yield Output("request", "request_data", a.columns(a.RequestRow, "TABLE_COLUMNS"), a.columns(a.RequestRow),
+                 map(a.cells, requests))  # fmt: skip
+    batches = a.batch_rows(recording)
+    yield Output("batch", "batch_info", a.batch_columns(batches, "TABLE_COLUMNS"), a.batch_columns(batches),
+                 map(a.batch_cells, batches))  # fmt: skip
+    kvcache = a.kvcache_rows(recording)
+    kv_type = type(kvcache[0]) if kvcache else a.KvStatusRow
+    yield Output("kvcache", "kvcache_usage", a.columns(kv_type, "TABLE_COLUMNS"), a.columns(kv_type),
+                 map(a.cells, kvcache))  # fmt: skip
+    forwards = a.forward_rows(recording)
+    yield Output("forward", "forward_info", a.columns(a.ForwardRow, "TABLE_COLUMNS"), a.columns(a.ForwardRow),
+                 map(a.cells, forwards))  # fmt: skip
+    status = a.columns(a.RequestStatusRow)
+    yield Output("request_status", "", status, status, map(a.cells, a.request_status_rows(recording)))
+    requests_in, spans = _batches(recording)
+    yield Output("batch_req", "", BATCH_REQ, BATCH_REQ, requests_in)
+    yield Output("batch_exec", "", BATCH_EXEC, BATCH_EXEC, spans)
+
+
+BATCH_REQ = ("batch_id", "req_id", "rid", "iter", "block")
+BATCH_EXEC = ("batch_id", "event", "pid", "start", "end")
+
+
+def _batches(recording: Recording) -> Tuple[Rows, Rows]:
+    """Batches numbered as the analyser numbers them (each schedule span starts the next), each one's spans
+    those of its recording until its next schedule span: its requests with their iteration, and its spans
+    (schedule, execution, forward) in microseconds."""
+    requests_in: Rows = []
+    spans: Rows = []
+    current: Dict[str, int] = {}  # recording -> the batch its spans belong to now
+    numbers = itertools.count(1)
+    for m in recording.marks:
+        if m.name in analysis.SCHEDULE_NAMES:
+            current[m.prof_id] = batch_id = next(numbers)
+            requests_in += [(batch_id, rid, rid, it, None) for rid, it in m.members]
+        if m.name in analysis.BATCH_SPAN_NAMES and m.prof_id in current:
+            start, end = analysis.us(m.start_ns), analysis.us(m.end_ns)
+            spans.append((current[m.prof_id], m.name, m.process.pid, start, end))
+    return requests_in, spans
+
+
 def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
-    requests = analysis.request_rows(recording)
-    _create(db, "request", analysis.columns(analysis.RequestRow), map(analysis.cells, requests))
-    batches = analysis.batch_rows(recording)
-    _create(db, "batch", analysis.batch_columns(batches), map(analysis.batch_cells, batches))
-    _create(
-        db,
-        "batch_req",
-        ("batch_id", "name", "rid", "iter"),
-        ((i, b.name, rid, it) for i, b, m in _batch_marks(recording, batches) for rid, it in m.members),
-    )
-    _create(
-        db,
-        "batch_exec",
-        ("batch_id", "name", "start_time(ms)", "end_time(ms)", "during_time(ms)"),
-        (
-            (i, b.name, b.start_time, b.end_time, b.during_time)
-            for i, b, _ in _batch_marks(recording, batches)
-        ),
-    )
-    forwards = analysis.forward_rows(recording)
-    _create(db, "forward", analysis.columns(analysis.ForwardRow), map(analysis.cells, forwards))
-    kvcache = analysis.kvcache_rows(recording)
-    header = analysis.columns(type(kvcache[0]) if kvcache else analysis.KvStatusRow)
-    _create(db, "kvcache", header, map(analysis.cells, kvcache))
-    status = analysis.request_status_rows(recording)
-    _create(db, "request_status", analysis.columns(analysis.RequestStatusRow), map(analysis.cells, status))
-
-
-def _batch_marks(recording: Recording, batches: List[analysis.BatchRow]) -> Iterable[Tuple[int, Any, Any]]:
-    """Each batch row with its index and the mark it came from (batch_rows keeps the marks' order)."""
-    names = {b.name for b in batches}
-    marks = [m for m in recording.marks if m.name in names]
-    return ((i, b, m) for i, (b, m) in enumerate(zip(batches, marks)))
-
-
-def _catalogue(db: sqlite3.Connection) -> None:
+    """The tables, their views (the analyser's renamed columns) and data_table, which lists the views."""
     db.execute("CREATE TABLE data_table (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, view_name TEXT)")
-    for table, view in VIEWS:
-        if view:
-            db.execute(f"CREATE VIEW {view} AS SELECT * FROM {table}")
-        db.execute("INSERT INTO data_table (name, view_name) VALUES (?, ?)", (table, view or table))
+    for out in _outputs(recording):
+        _create(db, out.table, out.table_header, out.rows)
+        if out.view:
+            renamed = ", ".join(
+                f"{_quoted(t)} AS {_quoted(v)}" for t, v in zip(out.table_header, out.view_header)
+            )
+            db.execute(f"CREATE VIEW {out.view} AS SELECT {renamed} FROM {out.table}")
+            db.execute("INSERT INTO data_table (name, view_name) VALUES (?, ?)", (out.view, out.view))
+    # forward rows name their requests by rid, the request table by http_rid
+    _create(db, "data_link", ("source_name", "target_table", "target_name"), [("rid", "request", "http_rid")])
 
 
 def write_db(recording: Recording, path: Path) -> None:
@@ -128,7 +147,6 @@ def write_db(recording: Recording, path: Path) -> None:
             db.execute("PRAGMA journal_mode = OFF")  # a new file, renamed into place once complete
             _trace_tables(db, recording)
             _analysis_tables(db, recording)
-            _catalogue(db)
             if recording.api or recording.kernel:
                 _copy(
                     db,
