@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from . import cancel
 from .clients.kineto import KinetoClient
 from .clients.msmonitor import MsMonitorClient
 from .clients.plugin import PluginClient
@@ -16,12 +17,13 @@ from .kinds import command_policies
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
 from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
+from .kinds.tracing import TracePolicy
 from .metrics import Metrics
 from .pipeline import CommandPipeline, Policy
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
 from .sinks.prometheus import PrometheusSink
-from .traces import TraceStore
+from .traces import Trace, TraceStore
 
 
 @dataclass
@@ -96,6 +98,12 @@ class Node:
             self.gone_listeners,
             self.nputrace.hostname,
         )
+
+    async def cancel(self, trace: Trace) -> None:
+        """Cancel *trace* with its kind's stop (see :mod:`.cancel`)."""
+        policies = [*self.commands.values(), self.dynamic_window]
+        policy = next(p for p in policies if isinstance(p, TracePolicy) and p.kind is trace.kind)
+        await cancel.cancel(trace, policy.stop_text(), self.registry, self.traces, self.delivery)
 
     def process_gone(self, record: ProcessRecord, why: str) -> None:
         """The process left: its trace fails, its reports and its socket are forgotten."""

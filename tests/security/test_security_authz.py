@@ -66,7 +66,13 @@ def test_read_only_may_read(method: str) -> None:
 
 @pytest.mark.parametrize(
     "method",
-    [TRACE, "/dynolog.v1.Dynolog/GpuTrace", "/dynolog.v1.Dynolog/NpuMonitor", "/dynolog.v1.Dynolog/Dynamic"],
+    [
+        TRACE,
+        "/dynolog.v1.Dynolog/GpuTrace",
+        "/dynolog.v1.Dynolog/NpuMonitor",
+        "/dynolog.v1.Dynolog/Dynamic",
+        "/dynolog.v1.Dynolog/CancelTrace",
+    ],
 )
 def test_read_only_may_not_act(method: str) -> None:
     refusal = authorize(ALICE, method, AccessPolicy(read_only=("alice",)), never_revoked)

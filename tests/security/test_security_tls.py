@@ -516,6 +516,9 @@ def test_read_only_client_may_read_but_not_trace(
         "needs an "
         "operator (--operator-clients)",
     )
+    cancel = d.dyno("--certs-dir", str(dirs.alice), "trace", "123", "--cancel")
+    assert cancel.returncode != 0 and "PERMISSION_DENIED" in cancel.stderr, cancel.stderr
+    assert "/dynolog.v1.Dynolog/CancelTrace needs an operator" in cancel.stderr
     # bob is an operator (the default): he is authorized and reaches the method itself.
     assert (
         unary(d, authority.bob, authority, "/dynolog.v1.Dynolog/NoSuchMethod").code()

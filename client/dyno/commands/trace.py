@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 FLAGS = (
     Flag("trace_id", "trace_id", str, None, "the id nputrace or gputrace printed"),
     Flag("--wait", None, bool, False, "wait until every process finished or failed"),
+    Flag(
+        "--cancel",
+        None,
+        bool,
+        False,
+        "cancel it (operators only): a process still waiting for its start drops it, one recording stops "
+        "at its next step and writes what it recorded",
+    ),
     WAIT_TIMEOUT,
     COLLECT,
 )
@@ -26,6 +34,8 @@ def run(target: Target, args: Namespace) -> None:
 
     With --collect DIR, then fetch the files of every process that finished it into DIR here:
       dyno --hostname node001 trace 123456789012345678 --wait --collect ./job-traces
+    With --cancel, cancel it first, so that a trace waiting for a step that never comes frees its processes:
+      dyno --hostname node001 trace 123456789012345678 --cancel
     """
     from .. import collect
     from ..trace_progress import print_trace
@@ -58,10 +68,11 @@ def across(target: Target, args: Namespace) -> None:
 
 
 def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
-    """Why the answer is a failure: a process failed the trace, or --wait gave up before it was done."""
+    """Why the answer is a failure: a process failed the trace (not one it was cancelled in: that was
+    asked for), or --wait gave up before it was done."""
     from ..trace_progress import trace_failed
 
-    failed = trace_failed(info)
+    failed = "" if args.cancel else trace_failed(info)
     if not failed and args.wait and not info.done:
         failed = f"trace {info.trace_id} not done after --wait-timeout {args.wait_timeout:g} s"
     return failed
@@ -74,6 +85,11 @@ def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
     from ..trace_progress import watch
 
     request = fill(pb.GetTraceRequest(), FLAGS, args)
+    if args.cancel:
+        with connect(target, "dyno trace --cancel") as stub:
+            cancelled = stub.CancelTrace(request, timeout=target.timeout)
+        if not args.wait or cancelled.done:
+            return cancelled
     if args.wait:
         return watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
     with connect(target, "dyno trace") as stub:

@@ -7,6 +7,7 @@ import logging
 import socket
 
 from msmonitor_plugin import configtext
+from msmonitor_plugin.kinds import base as trace_kinds
 
 from ..delivery import Delivery
 from ..model import CommandResult
@@ -31,6 +32,10 @@ class TracePolicy(Policy[Request]):
 
     @abc.abstractmethod
     def expected_output(self, request: Request, record: ProcessRecord) -> str: ...
+
+    def stop_text(self) -> str:
+        """The command that stops a trace of this kind (a cancel), sent with the trace's id."""
+        return trace_kinds.stop_text()
 
     async def deliver(self, request: Request, result: CommandResult) -> None:
         trace = self._traces.new(self.kind)

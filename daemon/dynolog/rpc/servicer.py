@@ -147,6 +147,15 @@ class DynologService(pb_grpc.DynologServicer):
         async for piece in fetch.chunks(trace, self._trace_roots):
             yield convert.file_chunk(piece, host)
 
+    async def CancelTrace(
+        self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TraceInfo:
+        """Cancel the trace in every process still on it; the trace as it then stands."""
+        node, trace = await self._find(request, context)
+        await node.cancel(trace)
+        node.kineto.refresh(trace)
+        return convert.trace_info(trace)
+
     async def WatchMetrics(
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
