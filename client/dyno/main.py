@@ -6,13 +6,16 @@ dyno dynamic --pid 4242 --output /data/prof --json
 dyno --hosts 'node[001-128]' --certs-dir ./pki/client status     # every node at once (dyno.fanout)
 
 Every failure is a :class:`~dyno.exits.CliError`, printed here as ``dyno: message`` on stderr with its
-exit code.
+exit code. Everything printed passes :func:`~dyno.output.escaped_terminal`; a reader that leaves early
+(``dyno processes | head``) ends dyno quietly, here too.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from msmonitor_plugin.vocabulary import DEFAULT_PORT
 
@@ -20,6 +23,7 @@ from . import __version__
 from .cli import Flag, dispatch, group_parser
 from .commands import COMMANDS
 from .exits import EXIT_USAGE, CliError
+from .output import escaped_terminal
 from .target import DEFAULT_PARALLEL, DEFAULT_TIMEOUT_S, KEY_PASSWORD_ENV, NO_CERTS, Target
 
 HELP = """Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.
@@ -86,11 +90,24 @@ GLOBAL_FLAGS = (
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    try:
-        _dyno(sys.argv[1:] if argv is None else argv)
-    except CliError as exc:
-        print(f"dyno: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    with escaped_terminal():
+        try:
+            _dyno(sys.argv[1:] if argv is None else argv)
+            sys.stdout.flush()  # here, not at exit: a reader gone is seen where it is handled
+        except CliError as exc:
+            print(f"dyno: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except BrokenPipeError:
+            _reader_gone()
+
+
+def _reader_gone() -> NoReturn:
+    """stdout's reader closed it: stop without a traceback, with the status of a program SIGPIPE ended
+    (141 in a shell). stdout is pointed at /dev/null first, so the interpreter's last flush of what is
+    still buffered does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
 
 
 def _dyno(argv: Sequence[str]) -> None:

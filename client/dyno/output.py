@@ -1,12 +1,72 @@
-"""How `dyno` prints: a readable form for people, ``--json`` for machines (and nothing else on stdout)."""
+"""How `dyno` prints: a readable form for people, ``--json`` for machines (and nothing else on stdout).
+
+Much of what dyno shows comes from others: a process's hostname, backend and versions, a ``dyno
+dynamic`` controller's user name, a daemon's messages and file names. :func:`escaped_terminal` puts one
+filter in front of stdout and stderr for the whole command, so no control character from any of them
+reaches the terminal raw, whichever command prints it; ``--json`` needs none (JSON escapes them).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, TextIO
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
+
+# C0 controls but newline and tab, DEL, and C1 (0x9b is CSI on some terminals): ESC sequences retitle
+# windows, move the cursor, rewrite lines, or (OSC 52) set the clipboard; CR overwrites what was shown.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    r"""*text* with each control character written as ``\xNN``, visible and inert."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class EscapingStream(io.TextIOBase):
+    """A text stream that writes to *stream* with :func:`escape_controls` applied."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(escape_controls(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+
+@contextlib.contextmanager
+def escaped_terminal() -> Iterator[None]:
+    """stdout and stderr through :class:`EscapingStream` while the command runs."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def control(sequence: str) -> None:
+    """Write dyno's own terminal *sequence* (clear the screen) past the filter."""
+    stream = sys.stdout
+    (stream.stream if isinstance(stream, EscapingStream) else stream).write(sequence)
 
 
 def as_dict(message: Message) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ from msmonitor_plugin.vocabulary import (
 )
 
 from ..cli import TARGETING, Command, Flag, check_fields, field_flag, fill
-from ..output import as_dict, print_json, rank_text, table
+from ..output import as_dict, control, print_json, rank_text, table
 from ..target import Target, absolute_path
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def _watch(target: Target, targets: pb.Targets) -> None:
                     continue
                 latest[(report.hostname, report.pid)] = report
                 if interactive:
-                    sys.stdout.write(CLEAR)
+                    control(CLEAR)
                 print(render([(r.hostname, r) for r in latest.values()]), flush=True)
         except KeyboardInterrupt:
             return
@@ -273,7 +273,7 @@ def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) 
                     board.take(event)
             if not target.json:
                 if interactive:
-                    sys.stdout.write(CLEAR)
+                    control(CLEAR)
                 print(board.text(), flush=True)
     except KeyboardInterrupt:
         return
