@@ -116,6 +116,11 @@ def msmonitor_npu_monitor(
     return [f"{k}={v}" for k, v in values.items()]
 
 
+def cancel_trace(trace_id: str) -> bytes:
+    """This daemon's own ``cancelTrace`` (no stock CLI sends it)."""
+    return f'{{"fn":"cancelTrace","trace_id":"{trace_id}"}}'.encode()
+
+
 def frame(body: bytes) -> bytes:
     return struct.pack("=i", len(body)) + body
 

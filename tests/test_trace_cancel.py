@@ -4,11 +4,13 @@ polls is taken back. (A read-only client cannot cancel: tests/security/test_secu
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+import legacy_cli as cli
 from harness import Daemon, Workload, wait_until
 from msmonitor_plugin import wire
 
@@ -29,7 +31,7 @@ def pending_trace(daemon: Daemon, tmp_path: Path) -> str:
     return trace_id
 
 
-def test_a_cancelled_pending_trace_frees_its_process(
+def test_a_cancelled_pending_trace_frees_its_process_on_either_wire(
     daemon: Daemon, start_workload: Callable[..., Workload], tmp_path: Path
 ) -> None:
     job = start_workload("idle.py", daemon.plugin_env(), "--init")
@@ -43,6 +45,20 @@ def test_a_cancelled_pending_trace_frees_its_process(
     process = phase(daemon, trace_id)
     assert process["phase"] == "TRACE_PHASE_FAILED"
     assert process["error"] == "cancelled before it began (it waited for step 500; the process is at step 0)"
+
+    second = pending_trace(daemon, tmp_path)
+    reply = json.loads(cli.send(daemon.port, cli.cancel_trace(second)) or b"{}")
+    assert reply == {
+        "traceId": second,
+        "done": True,
+        "processes": [
+            {
+                "pid": job.pid,
+                "phase": "failed",
+                "error": "cancelled before it began (it waited for step 500; the process is at step 0)",
+            }
+        ],
+    }
 
     again = daemon.dyno_json(
         "nputrace", "--start-step", "500", "--iterations", "1", "--log-file", str(tmp_path)

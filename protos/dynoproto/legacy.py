@@ -22,6 +22,8 @@ MAX_REPLY = 1 << 20
 GET_STATUS = "getStatus"
 GET_VERSION = "getVersion"
 SET_CONFIG = "setKinetOnDemandRequest"
+# This daemon's own: {"fn": "cancelTrace", "trace_id": "..."} cancels a trace, as `dyno trace ID --cancel`.
+CANCEL_TRACE = "cancelTrace"
 # What the stock daemon assumes when a request names no process_limit.
 DEFAULT_PROCESS_LIMIT = 1000
 

@@ -69,6 +69,9 @@ def test_a_read_only_client_may_read_but_not_trace(start_daemon: Callable[..., D
     assert "client 'bob' is read-only on this daemon" in refused["message"]
     operator = ask(daemon, cli.set_config(cli.msmonitor_nputrace("/tmp", 10, 1)), dirs.alice)
     assert "no process is registered" in operator["message"]  # past authorization, into the pipeline
+    cancel = cli.cancel_trace("123")
+    assert "/dynolog.v1.Dynolog/CancelTrace needs an operator" in ask(daemon, cancel, dirs.bob)["message"]
+    assert ask(daemon, cancel, dirs.alice)["message"] == "no trace '123' on this daemon"
 
 
 def test_a_revoked_client_is_refused_at_its_next_request(

@@ -10,6 +10,7 @@ from dynoproto import legacy
 from msmonitor_plugin.vocabulary import Reason
 
 from ..model import CommandResult, MsMonitorStatus
+from ..traces import Trace
 
 _BUSY = (Reason.TRACE_BUSY, Reason.NPU_MONITOR_RUNNING, Reason.NPU_TRACE_RUNNING)
 
@@ -50,6 +51,18 @@ def command(result: CommandResult) -> Dict[str, Any]:
     if result.trace_id:
         fields["traceId"] = result.trace_id
     return fields
+
+
+def cancelled(trace: Trace) -> Dict[str, Any]:
+    """A cancel's answer: the trace as it then stands, each process by the pid it knows."""
+    return {
+        "traceId": trace.trace_id,
+        "done": trace.done,
+        "processes": [
+            {"pid": p.pid, "phase": p.phase.name.lower(), **({"error": p.error} if p.error else {})}
+            for p in trace.processes.values()
+        ],
+    }
 
 
 def refused(why: str) -> Dict[str, Any]:

@@ -12,7 +12,7 @@ from dynoproto.legacy import LegacyError
 
 from ..model import Targets
 
-FUNCTIONS = (legacy.GET_STATUS, legacy.GET_VERSION, legacy.SET_CONFIG)
+FUNCTIONS = (legacy.GET_STATUS, legacy.GET_VERSION, legacy.SET_CONFIG, legacy.CANCEL_TRACE)
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,13 @@ class SetConfig:
 
 
 @dataclass(frozen=True)
+class CancelTrace:
+    """``cancelTrace``: this daemon's own function, for scripts that speak this wire."""
+
+    trace_id: str
+
+
+@dataclass(frozen=True)
 class Failed:
     """A request of a known function with fields the daemon cannot use; answered with *why*."""
 
@@ -36,7 +43,7 @@ class Failed:
     why: str
 
 
-Request = Union[Call, SetConfig, Failed]
+Request = Union[Call, SetConfig, CancelTrace, Failed]
 
 
 def parse(body: bytes) -> Request:
@@ -44,6 +51,9 @@ def parse(body: bytes) -> Request:
     fn = fields.get("fn")
     if fn not in FUNCTIONS:
         raise LegacyError(f"unknown fn {str(fn)[:64]!r}" if fn is not None else "no fn")
+    if fn == legacy.CANCEL_TRACE:
+        trace_id = fields.get("trace_id")
+        return CancelTrace(trace_id) if isinstance(trace_id, str) else Failed(fn, "trace_id must be a string")
     if fn != legacy.SET_CONFIG:
         return Call(fn)
     try:

@@ -22,7 +22,7 @@ from ..logs import Once
 from ..model import MsMonitorStatus
 from ..node import Node
 from . import answer
-from .request import Call, Failed, SetConfig, parse
+from .request import Call, CancelTrace, Failed, SetConfig, parse
 
 log = logging.getLogger("dynolog.legacy")
 
@@ -31,6 +31,7 @@ _NPUTRACE_ONLY = frozenset(k.name for k in nputrace_keys.KEYS) - {k.name for k i
 _NPU_MONITOR_KEY = "NPU_MONITOR_START"  # msMonitor's daemon tells npu-monitor apart by it
 
 _RPC_OF_CALL = {legacy.GET_STATUS: "GetStatus", legacy.GET_VERSION: "GetVersion"}
+_CANCEL_RPC = "CancelTrace"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,17 @@ class LegacyService:
             return answer.status(self._status())
         if isinstance(request, Failed):
             return answer.refused(request.why)
+        if isinstance(request, CancelTrace):
+            return await self._cancel(request.trace_id, caller)
         return await self._command(request, caller)
+
+    async def _cancel(self, trace_id: str, caller: Caller) -> Dict[str, Any]:
+        trace = self._node.traces.get(trace_id) if self._node is not None else None
+        if self._node is None or trace is None:
+            return answer.refused(f"no trace {trace_id[:64]!r} on this daemon")
+        log.info("legacy cancel of trace %s from %s", trace_id, caller.describe())
+        await self._node.cancel(trace)
+        return answer.cancelled(trace)
 
     async def _command(self, request: SetConfig, caller: Caller) -> Dict[str, Any]:
         node = self._node
@@ -117,6 +128,8 @@ class LegacyService:
             return _RPC_OF_CALL[request.fn]
         if isinstance(request, SetConfig):
             return _kind(request.config)
+        if isinstance(request, CancelTrace):
+            return _CANCEL_RPC
         return NpuTrace.rpc  # a malformed command is still a command: a read-only client learns nothing
 
     def _refusal(self, caller: Caller, method: str) -> Optional[str]:
