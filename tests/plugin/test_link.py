@@ -74,6 +74,12 @@ class LinkTest(unittest.TestCase):
     def test_registers_heartbeats_at_the_daemons_pace_and_says_goodbye(self):
         daemon = FakeDaemonSocket(self.dir.name)
         self.addCleanup(daemon.close)
+        daemon.sock.settimeout(60.0)  # a bound on a failure, not a figure: a loaded machine may be slow
+        # At the pace before the ACK the next heartbeat would come in an hour: any that come are at the
+        # daemon's pace, however slow the machine, so no upper bound on wall time is needed.
+        old_pace = mock.patch.object(link_module, "MAX_HEARTBEAT_S", 3600.0)
+        old_pace.start()
+        self.addCleanup(old_pace.stop)
         link = self.start_link(step=7)
         hello, sender = daemon.receive()
         self.assertEqual(hello.type, wire.HELLO)
@@ -90,11 +96,9 @@ class LinkTest(unittest.TestCase):
         self.assertAlmostEqual(link.heartbeat_s, 0.2)
         for _ in range(3):  # the next heartbeats, at the new pace
             self.assertEqual(daemon.receive()[0].type, wire.HELLO)
-        # At 0.2 s, three take 0.6 s (0.4 s should one at the old pace have been queued before the ACK);
-        # at the old pace one alone would take MAX_HEARTBEAT_S.
-        elapsed = time.monotonic() - begin
-        self.assertGreaterEqual(elapsed, 0.4)
-        self.assertLess(elapsed, MAX_HEARTBEAT_S)
+        # At 0.2 s, three take 0.6 s at least (0.4 s should one have been queued before the ACK): paced,
+        # not sent back to back. A lower bound only: load can make them later, never earlier.
+        self.assertGreaterEqual(time.monotonic() - begin, 0.4)
 
         link.stop()
         while True:  # heartbeats may be queued before the goodbye
