@@ -355,17 +355,29 @@ def test_profiler_db_has_the_analysers_tables_and_views(exported):
 
 
 def test_summary_writes_what_msserviceprofiler_analyze_does(exported):
+    """r1..r5 have both ends; only r1 and r2 ran in batches (their modelExec 4 + 3 ms, their iterations
+    ending with their forward spans at 9.5 and 14.5 ms)."""
     out, _ = exported
-    requests = {r["Metric"]: r for r in read_csv(out / "request_summary.csv")}
-    assert list(next(iter(requests.values()))) == ["Metric", "Average", "Max", "Min", "P50", "P90", "P99"]
-    assert requests["exec_time (ms)"]["Max"] == "29.0" and requests["exec_time (ms)"]["Min"] == "2.0"
-    assert requests["input_token_num"]["P50"] == "7.0"  # of 12, 7, 4, 6, 9
-    batches = {r["Metric"]: r for r in read_csv(out / "batch_summary.csv")}
-    assert (
-        batches["prefill_batch_num"]["Average"] == "2.0" and batches["decode_exec_time (ms)"]["Max"] == "3.0"
-    )
+    requests = {r["Metric"]: list(r.values())[1:] for r in read_csv(out / "request_summary.csv")}
+    assert header(out / "request_summary.csv") == ["Metric", "Average", "Max", "Min", "P50", "P90", "P99"]
+    assert requests == {
+        "first_token_latency (ms)": ["9.5", "10.0", "9.0", "9.5", "9.9", "9.99"],  # request.csv's
+        "subsequent_token_latency (ms)": ["5.0"] * 6,
+        "total_time (ms)": ["12.6", "29.0", "2.0", "7.0", "25.4", "28.64"],  # httpReq to httpRes
+        "exec_time (ms)": ["2.8", "7.0", "0.0", "0.0", "7.0", "7.0"],
+        "waiting_time (ms)": ["2.0"] * 6,
+        "input_token_num": ["7.6", "12.0", "4.0", "7.0", "10.8", "11.88"],
+        "generated_token_num": ["2.4", "5.0", "1.0", "2.0", "4.2", "4.92"],
+    }
+    batches = {r["Metric"]: list(r.values())[1:] for r in read_csv(out / "batch_summary.csv")}
+    assert batches == {"prefill_batch_num": ["2.0"] * 6, "decode_batch_num": ["2.0"] * 6}
     service = {r["Metric"]: r["Value"] for r in read_csv(out / "service_summary.csv")}
-    assert service["total_input_token_num"] == "38.0" and service["total_generated_token_num"] == "12.0"
+    assert service == {
+        "total_input_token_num": "38.0",
+        "total_generated_token_num": "12.0",
+        "generate_token_speed (token/s)": "200.0",  # 12 tokens in the 60 ms from the first httpReq (r1)
+        "generate_all_token_speed (token/s)": "833.3333",  # to the last httpRes (r4)
+    }
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,13 @@ def us(ns: int) -> float:
     return float(ns) / 1000
 
 
+def np_round(value: float, digits: int) -> float:
+    """Rounded as numpy and pandas round (scale, round half to even, scale back), which differs from
+    Python's round() at a decimal 5 that binary holds a little above or below."""
+    scale = 10**digits
+    return round(value * scale) / scale
+
+
 def ms_between(start_ns: int, end_ns: int) -> float:
     return (us(end_ns) - us(start_ns)) / 1000
 
@@ -124,7 +131,7 @@ class _Spans:
         self.by_rid.setdefault(rid, []).append((us(mark.start_ns), us(mark.end_ns)))
 
 
-def _first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+def first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
     """Per request, from ``httpReq`` to the latest end of: its batch spans at iteration 0, its first
     ``detokenize``/``decode`` and its first ``sendResponse`` (calc_ttft); only where there is one."""
     spans = _Spans()
@@ -152,7 +159,7 @@ def _first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
     }
 
 
-def _queue_wait_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+def queue_wait_ms(marks: Sequence[Mark]) -> Dict[str, float]:
     """Per request, from its first ``Enqueue`` to its last ``Dequeue`` (calc_que_wait)."""
     enqueued, dequeued = _Spans(), _Spans()
     for m in marks:
@@ -172,7 +179,7 @@ def _or_zero(found: Dict[str, float], rid: str) -> Cell:
 
 
 def request_rows(recording: Recording) -> List[RequestRow]:
-    first_token, queue_wait = _first_token_ms(recording.marks), _queue_wait_ms(recording.marks)
+    first_token, queue_wait = first_token_ms(recording.marks), queue_wait_ms(recording.marks)
     rows = []
     for rid, marks in _by_request(recording.marks).items():
         arrived = next((m for m in marks if m.name == "httpReq"), None)
@@ -401,11 +408,11 @@ def forward_rows(recording: Recording) -> List[ForwardRow]:
             rows.append(
                 ForwardRow(
                     name=m.name,
-                    relative_start_time=round(ms_between(host_start[m.process.host], m.start_ns), 2),
+                    relative_start_time=np_round(ms_between(host_start[m.process.host], m.start_ns), 2),
                     start_datetime=when(m.start_ns),
                     end_datetime=when(m.end_ns),
                     during_time=ms_between(m.start_ns, m.end_ns),
-                    bubble_time=round(ms_between(m.end_ns, following.start_ns), 2) if following else "",
+                    bubble_time=np_round(ms_between(m.end_ns, following.start_ns), 2) if following else "",
                     batch_size=str(len(m.members)),
                     batch_type=batch_type(m),
                     forward_iter=i + 1,
@@ -500,7 +507,7 @@ def request_status_rows(recording: Recording) -> List[RequestStatusRow]:
         queue = str(m.attrs.get("scope#QueueName", ""))
         size = m.metric("QueueSize")
         if queue in QUEUES and size is not None:
-            reported.append((m, queue, size, round(us(m.start_ns) / 1000, 2)))
+            reported.append((m, queue, size, np_round(us(m.start_ns) / 1000, 2)))
     first: Dict[int, float] = {}
     for m, _, _, ms_at in reported:
         first[m.process.pid] = min(first.get(m.process.pid, ms_at), ms_at)
@@ -509,7 +516,7 @@ def request_status_rows(recording: Recording) -> List[RequestStatusRow]:
             hostuid=recording.meta.get(m.process, {}).get("hostname", m.process.host),
             pid=m.process.pid,
             start_datetime=when(m.start_ns),
-            relative_timestamp=round(ms_at - first[m.process.pid], 2),
+            relative_timestamp=np_round(ms_at - first[m.process.pid], 2),
             waiting=size if queue == "WAITING" else "",
             running=size if queue == "RUNNING" else "",
             swapped=size if queue == "SWAPPED" else "",

@@ -1,112 +1,160 @@
 """``--summary``: ``request_summary.csv``, ``batch_summary.csv`` (Metric, Average, Max, Min, P50, P90, P99)
 and ``service_summary.csv`` (Metric, Value), as ``msserviceprofiler analyze`` writes them for
-``msserviceprofiler compare``: from the same request and batch rows as ``request.csv`` and ``batch.csv``.
+``msserviceprofiler compare`` (its ``exporters/exporter_summary.py``), by the same rules:
 
-A request counts when it has both its ``httpReq`` and a response. Percentiles interpolate linearly between
-the two nearest values (numpy's default, which the analyser uses); values are rounded to 4 places.
+- a request counts when it has its ``httpReq`` and ``httpRes``; its total time is between the two, its
+  execution time the sum of the ``modelExec`` spans that ran it, its later tokens' latencies the gaps
+  between the ends of its successive iterations; first-token latency and waiting time are
+  ``request.csv``'s (where the recording has both, else the sum of its iteration-0 spans and 0);
+- a batch counts once per kind (Prefill, Decode) and set of requests, as its size (the analyser's
+  execution-time rows never hold a value — it reads them only when the duration's text is all digits —
+  and are dropped, as it drops them);
+- the service's speeds are tokens over the time from the first ``httpReq`` to the last ``httpRes``.
+
+Percentiles interpolate linearly between the two nearest values (numpy's default); values are rounded to
+4 places; a figure with no values is 0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import analysis
-from .model import Recording
+from .analysis import np_round
+from .model import Mark, Recording, single_rid
 from .reporters.csv_tables import Skipped, write_csv
 
 STATS_HEADER = ("Metric", "Average", "Max", "Min", "P50", "P90", "P99")
 
 
 def percentile(values: Sequence[float], p: float) -> float:
+    """numpy's linear percentile, its float steps included (from the upper value when the fraction is
+    at least 0.5), so that rounding to 4 places lands where the analyser's does."""
     ordered = sorted(values)
     position = (len(ordered) - 1) * p / 100
     low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    a, b = ordered[low], ordered[min(low + 1, len(ordered) - 1)]
+    t = position - low
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
 def stats(values: Sequence[float]) -> List[float]:
-    """Average, Max, Min, P50, P90, P99 (0 for none, as the analyser fills them)."""
+    """Average, Max, Min, P50, P90, P99."""
     if not values:
-        return [0] * 6
+        return [0.0] * 6
     figures = [
         sum(values) / len(values),
         max(values),
         min(values),
         *(percentile(values, p) for p in (50, 90, 99)),
     ]
-    return [round(v, 4) for v in figures]
+    return [np_round(float(v), 4) for v in figures]
 
 
 @dataclass
 class Served:
-    """One request with both ends recorded."""
+    """What the marks say about one request, in microseconds."""
 
-    first_token_ms: float
-    exec_ms: float
-    input_tokens: float
-    generated_tokens: float
-    waiting_ms: float
-    start_ms: float
+    arrived: Optional[float] = None  # httpReq's start
+    answered: Optional[float] = None  # httpRes's end
+    input_tokens: float = 0
+    generated_tokens: float = 0
+    executing: float = 0.0  # the modelExec spans that ran it
+    first_iteration: float = 0.0  # its iteration-0 spans, together
+    iteration_ends: Dict[int, float] = field(default_factory=dict)
 
     @property
-    def subsequent_token_ms(self) -> float:
-        """The time per token after the first."""
-        return (self.exec_ms - self.first_token_ms) / max(self.generated_tokens - 1, 1)
+    def complete(self) -> bool:
+        return self.arrived is not None and self.answered is not None
+
+    @property
+    def total_us(self) -> float:
+        return (self.answered or 0.0) - (self.arrived or 0.0)
+
+    def later_tokens_ms(self) -> List[float]:
+        ends = [end for _, end in sorted(self.iteration_ends.items())]
+        # Python's rounding here, not numpy's: the analyser's figures are those (checked against it)
+        return [round((b - a) / 1000, 4) for a, b in zip(ends, ends[1:])]
 
 
-def served(recording: Recording) -> List[Served]:
-    return [
-        Served(
-            float(r.first_token_latency),
-            float(r.execution_time),
-            float(r.recv_token_size or 0),
-            float(r.reply_token_size or 0),
-            float(r.queue_wait_time),
-            float(r.start_time),
-        )
-        for r in analysis.request_rows(recording)
-        if r.execution_time != ""
-    ]
+def _note(request: Served, mark: Mark) -> None:
+    """A mark of the request alone: its ends, its token counts (the last given)."""
+    if mark.name == "httpReq":
+        request.arrived = analysis.us(mark.start_ns)
+    elif mark.name == "httpRes":
+        request.answered = analysis.us(mark.end_ns)
+    received, replied = mark.metric("recvTokenSize"), mark.metric("replyTokenSize")
+    request.input_tokens = request.input_tokens if received is None else received
+    request.generated_tokens = request.generated_tokens if replied is None else replied
 
 
-def request_summary(requests: Sequence[Served]) -> Dict[str, List[float]]:
+def _ran(request: Served, mark: Mark, iteration: Optional[int]) -> None:
+    """A batch span that ran the request (at *iteration*, when given)."""
+    duration = analysis.us(mark.end_ns) - analysis.us(mark.start_ns)
+    if mark.name == "modelExec":
+        request.executing += duration
+    if iteration is not None:
+        request.iteration_ends[iteration] = analysis.us(mark.end_ns)
+        if iteration == 0:
+            request.first_iteration += duration
+
+
+def served(recording: Recording) -> Dict[str, Served]:
+    requests: Dict[str, Served] = {}
+    for mark in sorted(recording.marks, key=lambda m: m.start_ns):  # the analyser's rows, by start time
+        rid = single_rid(mark.rid)
+        if rid:
+            _note(requests.setdefault(rid, Served()), mark)
+        for member, iteration in mark.members:
+            if member in requests:
+                _ran(requests[member], mark, iteration)
+    return {rid: r for rid, r in requests.items() if r.complete}
+
+
+def request_summary(recording: Recording, requests: Dict[str, Served]) -> Dict[str, List[float]]:
+    first_token = analysis.first_token_ms(recording.marks)
+    queue_wait = analysis.queue_wait_ms(recording.marks)
+    both = bool(first_token and queue_wait)  # the analyser takes request.csv's figures only when it has both
+    done = list(requests.values())
     return {
-        "first_token_latency (ms)": stats([r.first_token_ms for r in requests]),
-        "subsequent_token_latency (ms)": stats([r.subsequent_token_ms for r in requests]),
-        "total_time (ms)": stats([r.exec_ms + r.waiting_ms for r in requests]),
-        "exec_time (ms)": stats([r.exec_ms for r in requests]),
-        "waiting_time (ms)": stats([r.waiting_ms for r in requests]),
-        "input_token_num": stats([r.input_tokens for r in requests]),
-        "generated_token_num": stats([r.generated_tokens for r in requests]),
+        "first_token_latency (ms)": stats(
+            list(first_token.values()) if both else [np_round(r.first_iteration / 1000, 4) for r in done]
+        ),
+        "subsequent_token_latency (ms)": stats([gap for r in done for gap in r.later_tokens_ms()]),
+        "total_time (ms)": stats([np_round(r.total_us / 1000, 4) for r in done]),
+        "exec_time (ms)": stats([np_round(r.executing / 1000, 4) for r in done]),
+        "waiting_time (ms)": stats(list(queue_wait.values()) if both else [0.0 for _ in done]),
+        "input_token_num": stats([r.input_tokens for r in done]),
+        "generated_token_num": stats([r.generated_tokens for r in done]),
     }
 
 
 def batch_summary(recording: Recording) -> Dict[str, List[float]]:
-    """Per executed batch (modelExec and its kin), how many prefill / decode requests it ran and how long
-    it took, by the kind it mostly ran."""
-    executed = [b for b in analysis.batch_rows(recording) if b.name in analysis.BATCH_EXEC_NAMES]
-    prefill = [b for b in executed if b.prefill_batch_size >= max(b.decode_batch_size, 1)]
-    decode = [b for b in executed if b not in prefill]
+    """Per kind, each distinct set of requests batched as that kind, by its size."""
+    sizes: Dict[Tuple[str, Tuple[str, ...]], int] = {}
+    for mark in recording.marks:
+        kind = analysis.batch_type(mark)
+        if mark.members and kind in ("Prefill", "Decode"):
+            sizes[kind, mark.request_ids] = len(mark.members)
     return {
-        "prefill_batch_num": stats([b.prefill_batch_size for b in prefill]),
-        "decode_batch_num": stats([b.decode_batch_size for b in decode]),
-        "prefill_exec_time (ms)": stats([b.during_time for b in prefill]),
-        "decode_exec_time (ms)": stats([b.during_time for b in decode]),
+        f"{kind.lower()}_batch_num": stats([n for (k, _), n in sizes.items() if k == kind])
+        for kind in ("Prefill", "Decode")
     }
 
 
-def service_summary(requests: Sequence[Served]) -> Dict[str, float]:
-    inputs = sum(r.input_tokens for r in requests)
-    generated = sum(r.generated_tokens for r in requests)
-    span_s = (max(r.start_ms + r.exec_ms for r in requests) - min(r.start_ms for r in requests)) / 1000
+def service_summary(requests: Dict[str, Served]) -> Dict[str, float]:
+    done = list(requests.values())
+    inputs = sum(r.input_tokens for r in done)
+    generated = sum(r.generated_tokens for r in done)
+    first = min(r.arrived or 0.0 for r in done)
+    span_s = np_round((max(r.answered or 0.0 for r in done) - first) / 1e6, 4)
     return {
         "total_input_token_num": inputs,
         "total_generated_token_num": generated,
-        "generate_token_speed (token/s)": round(generated / span_s, 4) if span_s > 0 else 0,
-        "generate_all_token_speed (token/s)": round((inputs + generated) / span_s, 4) if span_s > 0 else 0,
+        "generate_token_speed (token/s)": np_round(generated / span_s, 4) if span_s > 0 else 0,
+        "generate_all_token_speed (token/s)": np_round((inputs + generated) / span_s, 4) if span_s > 0 else 0,
     }
 
 
@@ -114,9 +162,9 @@ def write_summaries(recording: Recording, output: Path) -> List[Path]:
     """The three files in *output*; :class:`Skipped` when no request has both ends recorded."""
     requests = served(recording)
     if not requests:
-        raise Skipped("no request has both its httpReq and a response (httpRes, DecodeEnd, sendResponse)")
+        raise Skipped("no request has both its httpReq and its httpRes")
     paths = [output / n for n in ("request_summary.csv", "batch_summary.csv", "service_summary.csv")]
-    for path, table in zip(paths[:2], (request_summary(requests), batch_summary(recording))):
+    for path, table in zip(paths[:2], (request_summary(recording, requests), batch_summary(recording))):
         write_csv(path, STATS_HEADER, ([metric, *figures] for metric, figures in table.items()))
     write_csv(paths[2], ("Metric", "Value"), service_summary(requests).items())
     return paths
