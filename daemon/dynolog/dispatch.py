@@ -180,6 +180,8 @@ class IpcDispatcher:
         interval = min(self.node.registry.keepalive_s / 4, 5.0)
 
         def sweep() -> None:
+            for endpoint in self.endpoints:  # what processes said while the loop was busy counts first
+                endpoint.handle_backlog()
             for record in self.node.registry.expire():
                 log.info("forgot process %d (job %d, rank %d)", record.host_pid, record.job_id, record.rank)
                 self.node.process_gone(record, "exited or stopped responding")

@@ -1,30 +1,42 @@
-"""The daemon's local IPC: bound datagram sockets served from the asyncio event loop.
+"""The daemon's local IPC: bound datagram sockets, read by a thread of their own and handled on the
+asyncio event loop.
 
-Each readable event drains the socket without sleeping; every datagram is read whole into a fixed
-buffer (a truncated one is malformed), so nothing a peer sends can stall the loop. The kernel-verified
-sender (``SO_PASSCRED``) comes with every datagram. Replies leave through the socket the request came
-in on — stock Kineto aborts on a reply from any other address.
+A thread per socket reads each datagram as it arrives, whatever the loop is busy with (a large gRPC
+request, say): the kernel queues only a few datagrams per socket, and a plugin whose heartbeat finds the
+queue full loses it, so a loop that stalled would make the daemon forget live processes. What the thread
+read waits in a bounded backlog for the loop, which handles it in batches, and all of it before it
+decides that a process went silent (:meth:`IpcEndpoint.handle_backlog`). Every datagram is read whole
+into a fixed buffer (a truncated one is malformed), with the kernel-verified sender (``SO_PASSCRED``).
+Replies leave through the socket the request came in on — stock Kineto aborts on a reply from any other
+address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import logging
 import os
+import select
 import socket
 import stat
+import threading
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, Optional, Tuple
 
 from msmonitor_plugin import wire
 
 log = logging.getLogger("dynolog.ipc")
 
-# Datagrams handled per readable event before yielding to gRPC; the reader fires again at once if
-# more are queued, so this bounds latency for other work (a status call during a flood), not throughput.
+# Datagrams handled per turn of the loop before yielding to gRPC; the next turn handles more at once,
+# so this bounds latency for other work (a status call during a flood), not throughput.
 _BATCH = 32
+# Datagrams read and not yet handled, at most: beyond it the reader leaves them to the kernel's queue
+# until the loop catches up. A thousand processes' heartbeats of 10 s; at most 1 GiB of the largest.
+MAX_BACKLOG = 16_384
+Received = Tuple[bytes, List[Tuple[int, int, bytes]], int, Any]  # recvmsg's data, ancdata, flags, address
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,12 @@ class IpcEndpoint:
         self._counters = counters
         self._sock: Optional[socket.socket] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._backlog: Deque[Received] = collections.deque()
+        self._room = threading.Event()  # set while the backlog has room for more
+        self._lock = threading.Lock()  # for _scheduled, shared by the reader and the loop
+        self._scheduled = False  # whether the loop has a turn of handle_backlog coming
+        self._wake: Tuple[int, int] = (-1, -1)  # a pipe that tells the reader to end
+        self._reader: Optional[threading.Thread] = None
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -96,8 +114,10 @@ class IpcEndpoint:
                     "stop it, or give this one another --ipc-socket-dir"
                 ) from None
             raise IpcError(f"cannot bind IPC socket {self.describe()}: {exc.strerror}") from None
-        self._sock, self._loop = sock, loop
-        loop.add_reader(sock.fileno(), self._drain)
+        self._sock, self._loop, self._wake = sock, loop, os.pipe()
+        self._room.set()
+        self._reader = threading.Thread(target=self._read, name="dynolog-ipc-reader", daemon=True)
+        self._reader.start()
 
     def describe(self) -> str:
         return wire.describe_address(self.address)
@@ -117,34 +137,89 @@ class IpcEndpoint:
     def close(self) -> None:
         if self._sock is None:
             return
-        if self._loop is not None:
-            self._loop.remove_reader(self._sock.fileno())
+        os.write(self._wake[1], b"x")
+        self._room.set()
+        if self._reader is not None:
+            self._reader.join()
+        for fd in self._wake:
+            os.close(fd)
+        self._backlog.clear()  # a turn of the loop still coming finds nothing to handle
         self._sock.close()
         self._sock = None
         if isinstance(self.address, str):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.address)
 
-    def _drain(self) -> None:
+    # --- the reader thread ----------------------------------------------------------------------
+
+    def _read(self) -> None:
+        """Read each datagram as it arrives into the backlog, until :meth:`close`."""
         assert self._sock is not None
-        for _ in range(_BATCH):
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
+        poller.register(self._wake[0], select.POLLIN)
+        while True:
+            self._room.wait()
+            if any(fd == self._wake[0] for fd, _ in poller.poll()):
+                return
+            self._receive()
+
+    def _receive(self) -> None:
+        """What the socket holds now, while the backlog has room; then the loop is told."""
+        assert self._sock is not None
+        while len(self._backlog) < MAX_BACKLOG:
             try:
-                data, ancdata, flags, address = self._sock.recvmsg(wire.MAX_DATAGRAM, wire.CREDENTIALS_SPACE)
+                self._backlog.append(self._sock.recvmsg(wire.MAX_DATAGRAM, wire.CREDENTIALS_SPACE))
             except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # never let a socket error escape into the loop
+                break
+            except OSError as exc:  # never let a socket error end the reader
                 log.warning("IPC receive failed: %s", exc)
+                break
+        else:
+            self._room.clear()  # the loop sets it again once it handled some
+        with self._lock:
+            if self._scheduled or not self._backlog:
                 return
-            self._counters.received += 1
-            sender = _sender(address, ancdata)
-            if flags & socket.MSG_TRUNC or sender is None:
-                self._counters.malformed += 1
-                continue
+            self._scheduled = True
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop closed: the daemon is stopping
+            self._loop.call_soon_threadsafe(self._handle_batch)
+
+    # --- the event loop ---------------------------------------------------------------------------
+
+    def _handle_batch(self) -> None:
+        """One batch of the backlog; another turn for the rest, so gRPC is served in between."""
+        self._handle(_BATCH)
+        with self._lock:
+            self._scheduled = bool(self._backlog)
+        if self._scheduled:
+            assert self._loop is not None
+            self._loop.call_soon(self._handle_batch)
+
+    def handle_backlog(self) -> None:
+        """Every datagram read so far: before deciding a process went silent, hear what it said."""
+        self._handle(len(self._backlog))
+
+    def _handle(self, most: int) -> None:
+        for _ in range(most):
             try:
-                self._handler(self, data, sender)
-            except Exception:
-                self._counters.malformed += 1
-                log.exception("IPC handler failed on a datagram from pid %d", sender.pid)
+                data, ancdata, flags, address = self._backlog.popleft()
+            except IndexError:
+                break
+            self._room.set()
+            self._dispatch(data, ancdata, flags, address)
+
+    def _dispatch(self, data: bytes, ancdata: List[Tuple[int, int, bytes]], flags: int, address: Any) -> None:
+        self._counters.received += 1
+        sender = _sender(address, ancdata)
+        if flags & socket.MSG_TRUNC or sender is None:
+            self._counters.malformed += 1
+            return
+        try:
+            self._handler(self, data, sender)
+        except Exception:
+            self._counters.malformed += 1
+            log.exception("IPC handler failed on a datagram from pid %d", sender.pid)
 
 
 def _sender(address: wire.Address, ancdata: List[Tuple[int, int, bytes]]) -> Optional[Sender]:
