@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 import peers
-from harness import Daemon, cpu_seconds, parent_of, proc_stat, wait_until
+from harness import Daemon, parent_of, proc_stat, wait_until
 
 # The first test also builds MindSpore's virtual environment (a ~1 GB download on a fresh machine).
 pytestmark = pytest.mark.timeout(1800)
@@ -38,8 +38,8 @@ pytestmark = pytest.mark.timeout(1800)
 # about three seconds to poll (it polls ten times a second) and MindSpore's next step() to apply it.
 LEAD_STEPS = 80
 ITERATIONS = 3
-CPU_WINDOW_S = 10.0
-CPU_BOUND = 0.20  # of one core; the paced helper measures well under 1 %
+PACED_SAMPLE = 50  # datagrams counted
+PACED_BOUND = 200  # datagrams a second from the job: the paced helper sends 10-35, an unpaced one thousands
 TRACE_WAIT_S = 60
 
 
@@ -208,21 +208,22 @@ def test_a_mindspore_job_is_one_process_with_its_helper_folded_in(daemon, job):
     assert "NPU_MONITOR" not in shared_memory_text(job), "the helper was handed npu-monitor too"
 
 
-def test_the_idle_helper_costs_almost_no_cpu(daemon, job):
-    """MindSpore's helper polls again as soon as an answer is empty; the plugin paces it."""
+def test_the_idle_helper_is_paced(daemon, job):
+    """MindSpore's helper polls again as soon as an answer is empty; the plugin paces it. Counted in the
+    datagrams that reach the daemon, which a loaded machine can only make fewer: the job sends 10 to 35
+    a second (the paced polls, the heartbeat, MindSpore's status), an unpaced helper thousands. Its CPU
+    share is a figure, measured by benchmarks/mindspore_helper.py."""
     folded_record(daemon, job)
-    helper = int(job.announced("helper"))
-    received = daemon.dyno_json("status")["ipc"]["received"]
-    cpu, started = cpu_seconds(helper), time.monotonic()
-    time.sleep(CPU_WINDOW_S)  # a measurement window, not synchronisation
-    used, elapsed = cpu_seconds(helper) - cpu, time.monotonic() - started
-    polled = daemon.dyno_json("status")["ipc"]["received"] - received
-    share = used / elapsed
-    print(f"MindSpore's idle helper: {100 * share:.2f} % of a core; the job sent {polled / elapsed:.1f}/s")
-    assert share < CPU_BOUND, f"the idle helper used {100 * share:.1f} % of a core"
-    # The training process sends about two datagrams a second (heartbeat, MindSpore's status): far more
-    # arrived, so the helper was polling all along, not asleep.
-    assert polled / elapsed > 5, f"only {polled} datagrams in {elapsed:.0f} s: is the helper polling?"
+
+    def received() -> int:
+        return int(daemon.dyno_json("status")["ipc"]["received"])
+
+    first, started = received(), time.monotonic()
+    # The helper polls all along: the datagrams keep coming (a helper asleep would send two a second).
+    wait_until(lambda: received() - first >= PACED_SAMPLE, what=f"{PACED_SAMPLE} datagrams from the job")
+    polled, elapsed = received() - first, time.monotonic() - started
+    print(f"MindSpore's idle helper: the job sent {polled / elapsed:.1f} datagrams/s")
+    assert polled / elapsed < PACED_BOUND, f"{polled} datagrams in {elapsed:.2f} s: is the helper paced?"
 
 
 def test_nputrace_records_the_steps_mindspore_records(daemon, job, tmp_path):
