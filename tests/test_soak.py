@@ -5,7 +5,7 @@ heartbeats every second and reports npu-monitor metrics every second with the pl
 and answers the commands the daemon pushes (tests/workloads/swarm.py says how). For 30 s the real
 ``dyno`` stops one job's monitor, traces that job, asks for the status and the trace's progress,
 restarts the job's monitor and lists the processes, one command every 2 s. The 10-minute run of the
-same soak is ``benchmarks/soak.py``.
+same soak is ``benchmarks/soak.py``, which also measures the daemon's memory over time.
 
 Why all thousand: fewer would not fill the daemon's socket as a large node does, and on two cores they
 fit — the simulator takes about three quarters of a core, the daemon about 30 %; the test takes under
@@ -22,7 +22,6 @@ from harness import Daemon
 from workloads.swarm import SoakConfig, SoakResult, run_soak
 
 PROCESSES = 1000
-RSS_GROWTH_LIMIT_KIB = 5 * 1024
 
 
 def summary(result: SoakResult) -> str:
@@ -47,8 +46,9 @@ def test_a_thousand_processes_for_30_s(start_daemon: Callable[..., Daemon], tmp_
     result = run_soak(daemon, cfg, tmp_path)  # stops every process it started, on failure too
     about = summary(result)
 
-    # Memory: nothing grows with time once every kind of command has run once.
-    assert result.rss_growth_kib <= RSS_GROWTH_LIMIT_KIB, about
+    # Memory is a figure, not asserted here: in 30 s on a loaded machine the daemon's RSS moves with
+    # its backlog (reports queued behind a slow core) as much as with any leak. benchmarks/soak.py
+    # measures its growth over 10 minutes against its goal; here every count below must hold exactly.
 
     # Every datagram a process's socket handed to the kernel was read by the daemon, and every one read
     # was handled or counted as dropped, and none was dropped.
