@@ -45,10 +45,11 @@ EXPORT_TYPES = ("Text", "Db")
 HOST_SYS = ("cpu", "mem", "disk", "network", "osrt")
 MAX_PATH = 4096
 MAX_LIST_TEXT = 1024
-# Targets: more pids than a node runs processes, the ranks of a large job (the list dyno sends to every
-# host). A set of them is built once per command, so matching costs no more for a long list.
+# Targets: more pids than a node runs processes; ranks, as many (nputrace's config text carries them, in
+# one datagram of 64 KiB). A set of them is built once per command, so matching costs no more for a
+# long list.
 MAX_PIDS = 4096
-MAX_RANKS = 65_536
+MAX_RANKS = 4096
 # A step number, a count of steps, a roundup: beyond these a trace waits for ever or records without end
 # (each step recorded is kept in the job's memory until the trace is written).
 MAX_STEP = 1_000_000_000

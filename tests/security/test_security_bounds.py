@@ -14,10 +14,15 @@ import grpc
 import pytest
 
 import legacy_cli as cli
+from dynolog.delivery import Delivery
+from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.model import Targets
+from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from dynoproto import validate
 from harness import Daemon, wait_until
+from msmonitor_plugin import configtext, wire
 
 
 @pytest.fixture
@@ -147,6 +152,23 @@ def test_no_match_names_a_few_targets_and_counts_the_rest(daemon: Daemon, start_
         )
     assert answer.reason == pb.REASON_NO_PROCESS_MATCHED
     assert f"pids {','.join(map(str, pids[:8]))} and {validate.MAX_PIDS - 8} more;" in answer.message
+
+
+def test_the_most_ranks_and_the_longest_names_fit_one_command_datagram() -> None:
+    """nputrace's config text carries its ranks: at the limits it is still one datagram a plugin reads."""
+    names = tuple("d" * 100 for _ in range(9))  # 908 characters of the 1024 a list may have
+    command = NpuTraceCommand(
+        targets=Targets(ranks=tuple(range(2**31 - validate.MAX_RANKS, 2**31))),
+        log_file="/" + "x" * (validate.MAX_PATH - 1),
+        iterations=1,
+        activities=("CPU", "NPU"),
+        mstx_domain_include=names,
+        mstx_domain_exclude=names,
+    )
+    assert validate.npu_trace(command) == []
+    text = configtext.with_trace_id(NpuTrace(TraceStore(), Delivery()).text(command), "1" * 18)
+    payload = wire.Command(kind="nputrace", trace_id="1" * 18, config=text).to_payload()
+    assert len(wire.encode(wire.COMMAND, payload)) <= wire.MAX_DATAGRAM
 
 
 # --- 7: steps, iterations and durations bounded ----------------------------------------------------
