@@ -456,16 +456,20 @@ class KvStatusRow:
     kvcache_usage_rate: Cell
 
 
-def kvcache_rows(recording: Recording) -> List[Any]:
+def kvcache_rows(recording: Recording, whole_seconds: bool) -> List[Any]:
+    """The KV-cache rows; with *whole_seconds*, their times cut to the second, as the analyser cuts them
+    whenever it writes profiler.db too (it cuts the table's, and the CSV is written from the same rows)."""
+    form = "%Y-%m-%d %H:%M:%S" if whole_seconds else "%Y-%m-%d %H:%M:%S:%f"
     marks = [m for m in recording.marks if m.domain in KVCACHE_DOMAINS and m.name != "CacheHitRate"]
     if any(m.name in ("Allocate", "AppendSlot") and m.metric("deviceBlock") is not None for m in marks):
-        return _block_rows(marks)
+        return _block_rows(marks, form)
     return [
-        KvStatusRow(m.name, when(m.start_ns), *(_attr(m, c) for c in columns(KvStatusRow)[2:])) for m in marks
+        KvStatusRow(m.name, when(m.start_ns, form), *(_attr(m, c) for c in columns(KvStatusRow)[2:]))
+        for m in marks
     ]
 
 
-def _block_rows(marks: Sequence[Mark]) -> List[Any]:
+def _block_rows(marks: Sequence[Mark], form: str) -> List[Any]:
     """Usage is (the most free blocks ever reported - those left) / that most, for block actions."""
     most_free = max((m.metric("deviceBlock") or 0 for m in marks if m.name == "Free"), default=0)
     rows = []
@@ -474,8 +478,7 @@ def _block_rows(marks: Sequence[Mark]) -> List[Any]:
         acts = m.name in ("Allocate", "AppendSlot", "Free") and most_free > 0 and left is not None
         rid = ",".join(m.request_ids)
         rate = (most_free - (left or 0)) / most_free if acts else 0
-        moment = when(m.start_ns, "%Y-%m-%d %H:%M:%S")  # the analyser's kvcache.csv: whole seconds
-        rows.append(KvBlockRow(rid, m.name, moment, "" if left is None else left, rate))
+        rows.append(KvBlockRow(rid, m.name, when(m.start_ns, form), "" if left is None else left, rate))
     return rows
 
 

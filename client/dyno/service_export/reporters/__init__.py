@@ -20,7 +20,7 @@ from .csv_tables import (
 from .merged_db import write_db
 
 FORMATS = ("json", "csv", "db")
-Writer = Callable[[Recording, Path], None]
+Writer = Callable[[Recording, Path, Sequence[str]], None]  # the formats asked for: some files depend on them
 OUTPUTS: Dict[str, Tuple[Tuple[str, Writer], ...]] = {
     "json": (("chrome_tracing.json", write_chrome),),
     "csv": (
@@ -43,7 +43,7 @@ def write(recording: Recording, output: Path, formats: Sequence[str]) -> Tuple[L
     for fmt in (f for f in FORMATS if f in formats):
         for name, writer in OUTPUTS[fmt]:
             try:
-                writer(recording, output / name)
+                writer(recording, output / name, formats)
             except Skipped as why:
                 skipped[name] = str(why)
             else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Set
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set
 
 from ..analysis import flow_phase, request_paths, us, when
 from ..model import SPAN, Mark, Process, Recording
@@ -133,7 +133,7 @@ def trace_events(recording: Recording) -> Iterator[Event]:
         yield from part(recording, pids)
 
 
-def write_chrome(recording: Recording, path: Path) -> None:
+def write_chrome(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     """A JSON list, one event a line, written as generated."""
     encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str).encode
     with replacing(path) as temp, temp.open("w", encoding="utf-8") as out:

@@ -30,30 +30,30 @@ def _table(rows: List[Any], needs: str, path: Path) -> None:
     write_csv(path, analysis.columns(type(rows[0])), map(analysis.cells, rows))
 
 
-def write_request_csv(recording: Recording, path: Path) -> None:
+def write_request_csv(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     rows = analysis.request_rows(recording)
     if rows and all(r.recv_token_size == r.reply_token_size == r.execution_time == "" for r in rows):
         rows = []  # the analyser's rule: nothing but ids is not a request table
     _table(rows, "marks of one request id (httpReq, httpRes, recvTokenSize=, replyTokenSize=)", path)
 
 
-def write_batch_csv(recording: Recording, path: Path) -> None:
+def write_batch_csv(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     rows = analysis.batch_rows(recording)
     if not rows:
         raise Skipped("no rows: it needs batch spans (BatchSchedule or batchFrameworkProcessing, modelExec)")
     write_csv(path, analysis.batch_columns(rows), map(analysis.batch_cells, rows))
 
 
-def write_forward_csv(recording: Recording, path: Path) -> None:
+def write_forward_csv(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     needs = "forward spans and a BatchSchedule or batchFrameworkProcessing span"
     _table(analysis.forward_rows(recording), needs, path)
 
 
-def write_kvcache_csv(recording: Recording, path: Path) -> None:
+def write_kvcache_csv(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     needs = "marks of domain KVCache or Schedule.KVCache (Allocate/Free with deviceBlock=, or KVCacheStatus)"
-    _table(analysis.kvcache_rows(recording), needs, path)
+    _table(analysis.kvcache_rows(recording, whole_seconds="db" in formats), needs, path)
 
 
-def write_request_status_csv(recording: Recording, path: Path) -> None:
+def write_request_status_csv(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     needs = "scheduler marks with scope#QueueName (WAITING, RUNNING, SWAPPED) and QueueSize="
     _table(analysis.request_status_rows(recording), needs, path)

@@ -89,7 +89,7 @@ def _outputs(recording: Recording) -> Iterator[Output]:
     batches = a.batch_rows(recording)
     yield Output("batch", "batch_info", a.batch_columns(batches, "TABLE_COLUMNS"), a.batch_columns(batches),
                  map(a.batch_cells, batches))  # fmt: skip
-    kvcache = a.kvcache_rows(recording)
+    kvcache = a.kvcache_rows(recording, whole_seconds=True)
     kv_type = type(kvcache[0]) if kvcache else a.KvStatusRow
     yield Output("kvcache", "kvcache_usage", a.columns(kv_type, "TABLE_COLUMNS"), a.columns(kv_type),
                  map(a.cells, kvcache))  # fmt: skip
@@ -140,7 +140,7 @@ def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
     _create(db, "data_link", ("source_name", "target_table", "target_name"), [("rid", "request", "http_rid")])
 
 
-def write_db(recording: Recording, path: Path) -> None:
+def write_db(recording: Recording, path: Path, formats: Sequence[str]) -> None:
     with replacing(path) as temp:
         db = sqlite3.connect(temp)
         try:
