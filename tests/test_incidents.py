@@ -347,3 +347,39 @@ def test_the_alert_rules_parse_as_promql_over_series_the_daemon_exports() -> Non
 
         promql_parser.walk(promql_parser.parse(rule["expr"]), enter, lambda node: None)
         assert names and set(names) <= exported, (rule["alert"], names)
+
+
+# --- under contention (docs/incidents.md, "Under CPU contention") ------------------------------------
+
+
+def test_under_contention_a_starved_interval_delays_the_incident_and_a_busy_one_can_hide_it() -> None:
+    """A starved job's sample may hold none of the slowed name's calls: that interval is not judged, and
+    the incident comes one interval later. An interval in which a busy neighbour slowed the other names
+    raises the pace, so the slowed name is judged not slow in it: its streak ends, the slow values held
+    out of its baseline join it as noise, and the window's 90th percentile is then the slow level: the
+    slowdown is absorbed, not found."""
+    others = {"aten::add": 100.0, "aten::relu": 100.0, "aten::copy_": 100.0}
+    steady, slow = {"aten::mm": 100.0, **others}, {"aten::mm": 300.0, **others}
+    starved = dict(others)  # no aten::mm call in the sample
+    # A burst of preemption that caught the other names' calls, not the slowed one's: the pace is 3.
+    busy = {"aten::mm": 300.0, **{name: 3 * value for name, value in others.items()}}
+
+    def found(slowed: List[Dict[str, float]]) -> List[int]:
+        detector = Detector(SETTINGS)
+        intervals = [steady] * 7 + slowed
+        seen = [detector.observe(who(), report(seq, v), 0.25, 3) for seq, v in enumerate(intervals, 1)]
+        return [d.report_seq for d in seen if d is not None and d.primary.key.name == "aten::mm"]
+
+    assert found([slow] * 3) == [10]
+    assert found([slow, slow, starved, slow]) == [11]
+    assert found([slow, slow, busy] + [slow] * 6) == []
+
+
+def test_under_contention_a_slowdown_inside_a_preempted_baselines_tail_is_not_found() -> None:
+    """Calls a busy neighbour preempted now and then give the baseline a heavy tail; a slowdown that
+    stands out of a quiet baseline hides inside it, where the quiet baseline finds it."""
+    quiet = [100.0] * 10
+    busy = [100.0, 100.0, 400.0, 100.0, 100.0, 450.0, 100.0, 100.0, 420.0, 100.0]
+    slowed = [350.0] * 3
+    assert feed(Detector(SETTINGS), quiet + slowed) != []
+    assert feed(Detector(SETTINGS), busy + slowed) == []
