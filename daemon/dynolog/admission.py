@@ -14,9 +14,11 @@ from .pipeline import Policy
 
 
 def refusals(policy: Type[Policy[Any]], command: Any, trace_roots: Sequence[str]) -> List[str]:
-    """Why *command* (the kind's model) may not run, one message per problem; empty when it may."""
+    """Why *command* (the kind's model) may not run, one message per problem; empty when it may. The
+    output folder is held against the roots once the rule passed (its path may be refused already)."""
     rule: Callable[[Any], List[validate.FieldError]] = getattr(validate, _snake(policy.rpc))
-    return [str(e) for e in rule(command)] + outside_roots(getattr(command, policy.output_field), trace_roots)
+    errors = [str(e) for e in rule(command)]
+    return errors or outside_roots(getattr(command, policy.output_field), trace_roots)
 
 
 def outside_roots(path: str, trace_roots: Sequence[str], flag: str = "--log-file") -> List[str]:

@@ -56,6 +56,10 @@ MAX_STEP = 1_000_000_000
 MAX_ITERATIONS = 1000
 MAX_DURATION_MS = 3_600_000  # a time-based trace: one hour
 MAX_SESSION_S = 7 * 24 * 3600.0  # a `dyno dynamic` session's idle and launch timeouts: a week
+# What a refusal shows of a value, or of a list: an answer must stay short whatever was sent (gRPC
+# refuses error metadata beyond a few KiB, and the reason would be lost).
+SHOWN_CHARACTERS = 200
+SHOWN_VALUES = 8
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,7 @@ def npu_monitor(request: Request) -> List[FieldError]:
         )
     errors += _choices("activity_kinds", request.activity_kinds, MONITOR_KINDS)
     if request.export_type.lower() not in ("", "db", "jsonl"):
-        errors.append(FieldError("export_type", f"must be DB or Jsonl, got {request.export_type!r}"))
+        errors.append(FieldError("export_type", f"must be DB or Jsonl, got {_quoted(request.export_type)}"))
     if request.log_file:
         errors += output_path("log_file", request.log_file)
     errors += _int_text(
@@ -166,7 +170,8 @@ def npu_monitor(request: Request) -> List[FieldError]:
     )
     if len(request.filter) > MAX_LIST_TEXT:
         errors.append(FieldError("filter", f"is longer than {MAX_LIST_TEXT} characters"))
-    errors += _config_safe("filter", request.filter)
+    else:
+        errors += _config_safe("filter", request.filter)
     if not 0 <= request.top_n <= MAX_TOP_N:
         errors.append(
             FieldError(
@@ -238,7 +243,7 @@ def _int_text(field: str, text: str, ok: Callable[[int], bool], expected: str) -
     # which the process's reader refuses (and then the whole command with it).
     if not text or (re.fullmatch(r"-?[0-9]+", text) and ok(int(text))):
         return []
-    return [FieldError(field, f"must be {expected}, got {text!r}")]
+    return [FieldError(field, f"must be {expected}, got {_quoted(text)}")]
 
 
 def targets(t: Request) -> List[FieldError]:
@@ -265,17 +270,26 @@ def _numbers(field: str, values: Sequence[int], most: int, lowest: int, rule: st
     return [FieldError(field, f"{rule}, got {values[bad]} (number {bad + 1} of {len(values)})")]
 
 
+def _quoted(text: str) -> str:
+    """*text* quoted for a message; a long one cut, saying how long it was."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARACTERS]!r}... ({len(text)} characters)"
+
+
 def output_path(field: str, path: str) -> List[FieldError]:
     if not path:
         return [FieldError(field, "is required")]
     if not path.startswith("/"):
-        return [FieldError(field, f"must be an absolute path on the traced node, got {path!r}")]
+        return [FieldError(field, f"must be an absolute path on the traced node, got {_quoted(path)}")]
     if len(path) > MAX_PATH:
         return [FieldError(field, f"is longer than {MAX_PATH} characters")]
     # Kineto's reader cuts a line at '#' (a comment), so it would write where the part before points,
     # not where the whole path was checked against --trace-root; no reader needs '#' in a path.
     if "#" in path:
-        return [FieldError(field, f"may not contain '#' (Kineto reads the rest as a comment): {path!r}")]
+        return [
+            FieldError(field, f"may not contain '#' (Kineto reads the rest as a comment): {_quoted(path)}")
+        ]
     return _config_safe(field, path)
 
 
@@ -286,7 +300,7 @@ def _kineto_file(field: str, path: str) -> List[FieldError]:
     if ".json" not in folder:
         return []
     why = "may have '.json' in its file name only (Kineto inserts the pid before the first one)"
-    return [FieldError(field, f"{why}: {path!r}")]
+    return [FieldError(field, f"{why}: {_quoted(path)}")]
 
 
 def _iterations(iterations: int, otherwise: str) -> List[FieldError]:
@@ -317,7 +331,7 @@ def _trigger(iterations: int, duration_ms: int, start_time_ms: int) -> List[Fiel
 def _choice(field: str, value: str, allowed: Iterable[str]) -> List[FieldError]:
     allowed = tuple(allowed)
     if value and value not in allowed:
-        return [FieldError(field, f"must be one of {', '.join(allowed)}; got {value!r}")]
+        return [FieldError(field, f"must be one of {', '.join(allowed)}; got {_quoted(value)}")]
     return []
 
 
@@ -329,7 +343,9 @@ def _choices(
         return [FieldError(field, f"needs at least one of {', '.join(allowed)}")]
     bad = [v for v in values if v not in allowed]
     if bad:
-        return [FieldError(field, f"accepts {', '.join(allowed)}; got {', '.join(bad)}")]
+        shown = ", ".join(v[:SHOWN_CHARACTERS] for v in bad[:SHOWN_VALUES])
+        more = f" and {len(bad) - SHOWN_VALUES} more" if len(bad) > SHOWN_VALUES else ""
+        return [FieldError(field, f"accepts {', '.join(allowed)}; got {shown}{more}")]
     return []
 
 
@@ -340,7 +356,7 @@ def _names(field: str, values: Iterable[str]) -> List[FieldError]:
     errors = []
     for value in values:
         if not value or "," in value:
-            errors.append(FieldError(field, f"has an empty or comma-containing name {value!r}"))
+            errors.append(FieldError(field, f"has an empty or comma-containing name {_quoted(value)}"))
         elif value == "None":  # msMonitor's config text spells an empty list so: the name would vanish
             errors.append(FieldError(field, "may not name 'None', which the config text reads as no names"))
         errors += _config_safe(field, value)
@@ -355,11 +371,11 @@ def _config_safe(field: str, value: str) -> List[FieldError]:
             FieldError(
                 field,
                 "may not contain '=' or a line break, nor begin or end with a space "
-                f"(the config text is trimmed KEY=VALUE lines): {value!r}",
+                f"(the config text is trimmed KEY=VALUE lines): {_quoted(value)}",
             )
         ]
     # A control character (NUL, backspace, ESC, ...) has no place in a path or a name, and a client
     # that does not escape its JSON (dynolog's and msMonitor's dyno) sends "\b" as one.
     if any(unicodedata.category(c) == "Cc" for c in value):
-        return [FieldError(field, f"may not contain a control character: {value!r}")]
+        return [FieldError(field, f"may not contain a control character: {_quoted(value)}")]
     return []

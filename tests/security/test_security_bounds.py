@@ -154,6 +154,51 @@ def test_no_match_names_a_few_targets_and_counts_the_rest(daemon: Daemon, start_
     assert f"pids {','.join(map(str, pids[:8]))} and {validate.MAX_PIDS - 8} more;" in answer.message
 
 
+HUGE_TEXT = "x" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "says"),
+    [
+        (
+            "NpuTrace",
+            pb.NpuTraceRequest(log_file=HUGE_TEXT, iterations=1, activities=["CPU"]),
+            "--log-file: must be an absolute path",
+        ),
+        (
+            "GpuTrace",
+            pb.GpuTraceRequest(log_file="/" + HUGE_TEXT, duration_ms=1),
+            "--log-file: is longer than 4096 characters",
+        ),
+        (
+            "NpuTrace",
+            pb.NpuTraceRequest(log_file="/t", iterations=1, activities=["GPU"] * 100_000),
+            "--activities: accepts CPU, NPU; got GPU, GPU",
+        ),
+        (
+            "NpuMonitor",
+            pb.NpuMonitorRequest(start=True, export_type=HUGE_TEXT),
+            "--export-type: must be DB or Jsonl, got 'xxx",
+        ),
+        (
+            "NpuMonitor",
+            pb.NpuMonitorRequest(start=True, filter="a=" * 500_000),
+            "--filter: is longer than 1024 characters",
+        ),
+        (
+            "NpuMonitor",
+            pb.NpuMonitorRequest(start=True, jsonl_rotate_log_lines=HUGE_TEXT),
+            "(1000000 characters)",
+        ),
+    ],
+)
+def test_a_huge_value_is_not_echoed(guarded: Daemon, rpc: str, request_: Any, says: str) -> None:
+    """The refusal names the value shortly: echoed whole it would exceed gRPC's metadata limit."""
+    with stub(guarded) as s:
+        why = refusal(lambda: getattr(s, rpc)(request_, timeout=30))
+    assert says in why and len(why) < 1000, why[:2000]
+
+
 def test_the_most_ranks_and_the_longest_names_fit_one_command_datagram() -> None:
     """nputrace's config text carries its ranks: at the limits it is still one datagram a plugin reads."""
     names = tuple("d" * 100 for _ in range(9))  # 908 characters of the 1024 a list may have

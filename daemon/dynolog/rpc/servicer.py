@@ -185,8 +185,8 @@ class DynologService(pb_grpc.DynologServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a dynamic session begins with an attach")
         assert first is not None
         errors = [str(e) for e in validate.dynamic_attach(first.attach)]
-        output = admission.outside_roots(first.attach.output, self._trace_roots, "--output")
-        node = await self._accept(context, errors + output)
+        refusals = errors or admission.outside_roots(first.attach.output, self._trace_roots, "--output")
+        node = await self._accept(context, refusals)
         attach = convert.attach(first.attach)
         session = DynamicSession(node.session_deps(), attach, *_controller(context, attach.client))
         async for reply in session.run(first.seq, _steps(requests)):
