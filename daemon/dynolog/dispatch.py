@@ -22,8 +22,9 @@ Handler = Callable[[IpcEndpoint, wire.Datagram, Sender], None]
 
 
 class IpcDispatcher:
-    def __init__(self, node: Node, allowed_uids: Sequence[int]) -> None:
+    def __init__(self, node: Node, allowed_uids: Sequence[int], trace_roots: Sequence[str] = ()) -> None:
         self.node = node
+        self._trace_roots = tuple(trace_roots)  # told to each plugin: it confines its writes to them
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
         self._allowed_uids = frozenset(allowed_uids)
@@ -98,7 +99,11 @@ class IpcDispatcher:
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         hello = wire.Hello.from_payload(datagram.payload)
         record = self._register(sender, lambda: self.node.plugin.register(sender, hello))
-        ack = wire.Ack(keepalive_s=self.node.registry.keepalive_s, daemon_version=__version__)
+        ack = wire.Ack(
+            keepalive_s=self.node.registry.keepalive_s,
+            daemon_version=__version__,
+            trace_roots=list(self._trace_roots),
+        )
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
         if self.node.registry.is_helper(sender.pid):  # its job's plugin speaks for the process
             return

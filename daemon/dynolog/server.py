@@ -83,7 +83,7 @@ class Daemon:
             for sink in sinks.sinks:
                 if isinstance(sink, PrometheusSink):
                     sink.daemon_drops = self.node.drops.snapshot
-            self.ipc = IpcDispatcher(self.node, config.ipc_allowed_uids)
+            self.ipc = IpcDispatcher(self.node, config.ipc_allowed_uids, config.trace_roots)
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:

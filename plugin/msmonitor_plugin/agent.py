@@ -49,7 +49,7 @@ class Agent:
         self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
         # One profiler per process: every recorder claims this slot before it starts one.
         self.slot = slot = ProfilerSlot()
-        self.tracer = Tracer(counter, self._report, slot=slot)
+        self.tracer = Tracer(counter, self._report, slot=slot, roots=lambda: self.link.trace_roots)
         self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot)
         self.router = CommandRouter()
         self.router.register((kind.command for kind in TRACES), self.tracer.accept)

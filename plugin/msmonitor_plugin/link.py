@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Deque, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Tuple
 
 from . import wire
 from .throttled import Throttled
@@ -86,6 +86,7 @@ class DaemonLink:
         self.address = wire.endpoint_address(f"msmonitor-{os.getpid()}-{uuid.uuid4().hex[:12]}", socket_dir)
         self.registered = threading.Event()
         self.heartbeat_s = MAX_HEARTBEAT_S
+        self.trace_roots: List[str] = []  # the daemon's --trace-root, from its latest hello reply
         self._make_hello = make_hello
         # Messages the daemon must not miss (trace outcomes), kept while it is away and resent after
         # the next registration; bounded, oldest dropped.
@@ -239,6 +240,7 @@ class DaemonLink:
             ack = wire.Ack.from_payload(datagram.payload)
             # Three heartbeats per keep-alive: one lost datagram never makes the daemon forget us.
             self.heartbeat_s = min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, ack.keepalive_s / 3))
+            self.trace_roots = ack.trace_roots
             self._next_hello = min(self._next_hello, time.monotonic() + self.heartbeat_s)
             self.registered.set()
             self._flush_unsent()

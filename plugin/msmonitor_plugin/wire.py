@@ -315,6 +315,9 @@ class Ack(JsonMessage):
 
     keepalive_s: float
     daemon_version: str = ""
+    # The daemon's --trace-root directories: the plugin confines the folders it writes traces into to
+    # them again when it writes (trace/output.py), since a path checked on arrival can change by then.
+    trace_roots: List[str] = field(default_factory=list)
 
 
 @dataclass

@@ -63,6 +63,9 @@ class RecorderStandIn:
     def write(self):
         return ["/out/trace.json"]
 
+    def close(self):
+        pass  # holds nothing open
+
 
 class TraceSlotTest(unittest.TestCase):
     def setUp(self):

@@ -10,10 +10,13 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional
 
 from ..configtext import BOOL, ConfigTextError, Key, Table, read, render
 from ..vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
+
+if TYPE_CHECKING:
+    from ..trace.output import OutputFolder
 
 
 @dataclass
@@ -41,6 +44,9 @@ class TraceSpec:
     msprof: Dict[str, str] = field(default_factory=dict)
     # A window: it runs until a stop command, not for a count or a duration.
     until_stopped: bool = False
+    # The folder the trace writes into, opened when the trace is accepted (trace/recorders.check_output):
+    # the recorders write through it, so a path swapped for a link since cannot move the trace.
+    folder: Optional[OutputFolder] = None
 
     @property
     def step_based(self) -> bool:

@@ -45,11 +45,8 @@ class WindowInfo:
     pid: int = field(default_factory=os.getpid)
 
 
-def write_info(directory: str, info: WindowInfo) -> str:
-    path = os.path.join(directory, INFO_FILE)
-    with open(path, "w") as f:
-        json.dump(asdict(info), f, indent=2)
-    return path
+def info_text(info: WindowInfo) -> str:
+    return json.dumps(asdict(info), indent=2)
 
 
 def size_of(files: List[str]) -> int:

@@ -12,14 +12,14 @@ import glob
 import json
 import os
 import socket
-import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import configtext, identity, kinds
 from ..identity import imported
 from ..kinds import nputrace
 from ..kinds.base import TraceSpec
 from .analyse import analyse_file
+from .output import OutputFolder, open_output
 
 
 class RecorderError(RuntimeError):
@@ -35,6 +35,25 @@ class Recorder:
         self.spec = spec
         self.warnings: List[str] = []
         self._profile: Any = None
+        self._into: Optional[OutputFolder] = None  # the trace's own folder, held open once made
+
+    def add_file(self, name: str, text: str) -> str:
+        """A file of the plugin's own (a window's info.json) beside the trace; its path."""
+        assert self._into is not None  # made by write(), or at start
+        return self._into.write_text(name, text)
+
+    def close(self) -> None:
+        into, self._into = self._into, None
+        if into is not None:
+            into.close()
+
+    def _check_unmoved(self) -> None:
+        """RecorderError when the trace's folder is no longer the one opened (see output.py)."""
+        assert self._into is not None
+        try:
+            self._into.check_unmoved()
+        except OSError as exc:
+            raise unwritable(self._into.path, exc) from None
 
     def start(self, first_step: int) -> None:
         # The profiler names each step ProfilerStep#<step_num>: start it at the job's own number.
@@ -103,21 +122,33 @@ def unwritable(folder: str, exc: OSError) -> RecorderError:
     return RecorderError(f"cannot write the trace into {folder}: {reason.lower()}")
 
 
-def check_output(spec: TraceSpec) -> None:
+def check_output(spec: TraceSpec, roots: Sequence[str] = ()) -> None:
     """Raise RecorderError when this process cannot write into the trace's folder, so that the trace
     fails when it is asked for rather than after recording: a read-only file system, a path under a
-    regular file, a folder without permission. The folder is made if missing, as the write would; a
-    file is created and removed there, since permission bits, ACLs, read-only mounts and root-squashed
-    network file systems each answer only to a real write."""
+    regular file, a folder without permission, a link below the daemon's *roots* (its --trace-root).
+    The folder is made if missing, as the write would, and kept open on the spec
+    (:mod:`.output`): every later write goes through it."""
     folder = output_folder(spec)
     try:
-        os.makedirs(folder, exist_ok=True)  # FileExistsError: a regular file is in the way
-        fd, probe = tempfile.mkstemp(prefix=".msmonitor-probe-", dir=folder)
+        opened = open_output(folder, roots)
     except OSError as exc:
         raise unwritable(folder, exc) from None
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
+    try:
+        opened.probe()
+    except OSError as exc:
+        opened.close()
+        raise unwritable(folder, exc) from None
+    spec.folder = opened
+
+
+def _opened(spec: TraceSpec, folder: str) -> Tuple[OutputFolder, bool]:
+    """The trace's own *folder*, the checked one or one below it, opened through it (made if missing:
+    whether it was made here); RecorderError if it cannot be."""
+    assert spec.folder is not None  # opened by check_output when the trace was accepted
+    try:
+        return spec.folder.sub(os.path.relpath(folder, spec.folder.path))
+    except OSError as exc:
+        raise unwritable(folder, exc) from None
 
 
 def recorder_for(spec: TraceSpec) -> Recorder:
@@ -204,29 +235,44 @@ class TorchRecorder(Recorder):
         return self._output
 
     def write(self) -> List[str]:
-        made = not os.path.isdir(self._dir)
-        partial = self._file + ".tmp"
+        into, made = _opened(self.spec, self._dir)
+        self._into = into
+        name = os.path.basename(self._file)
+        partial = name + ".tmp"
         try:
-            os.makedirs(self._dir, exist_ok=True)
-            self._profile.export_chrome_trace(partial)
-            if not os.path.exists(partial):  # Kineto logs a failed write and returns as if it had written
-                raise RecorderError(f"cannot write the trace into {self._dir}: {_why_unwritten(self._dir)}")
-            os.replace(partial, self._file)  # watchers never see a half-written trace
+            # Through the open folder: a folder of its path swapped for a link since cannot move it.
+            self._profile.export_chrome_trace(into.reach(partial))
+            if not _exists(into, partial):  # Kineto logs a failed write and returns as if it had written
+                raise RecorderError(f"cannot write the trace into {self._dir}: {_why_unwritten(into)}")
+            os.replace(partial, name, src_dir_fd=into.fd, dst_dir_fd=into.fd)  # never seen half-written
         except BaseException as exc:
             # Give the space back and leave no half file, nor a folder made for nothing.
             for leftover in (partial, partial + ".tmp"):  # Kineto's own half file is the latter
                 with contextlib.suppress(OSError):
-                    os.unlink(leftover)
-            if made:
-                with contextlib.suppress(OSError):
-                    os.rmdir(self._dir)  # only when empty
+                    os.unlink(leftover, dir_fd=into.fd)
+            if made and self.spec.folder is not None:
+                with contextlib.suppress(OSError):  # only when empty
+                    os.rmdir(os.path.relpath(self._dir, self.spec.folder.path), dir_fd=self.spec.folder.fd)
             if isinstance(exc, OSError):
                 raise unwritable(self._dir, exc) from exc
             raise
-        files = [self._file]
+        written = [name]
         if self.spec.analyse:
-            files += analyse_file(self._file, self._dir)
-        return files
+            written += [os.path.basename(p) for p in analyse_file(into.reach(name), into.reach())]
+        for file in written:
+            into.seal(file)
+        # Written through the open folder, so inside the root; but its name now leads elsewhere, and
+        # the daemon and the user would read the trace by that name.
+        self._check_unmoved()
+        return [os.path.join(self._dir, file) for file in written]
+
+
+def _exists(folder: OutputFolder, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def distributed_info(env: Mapping[str, str]) -> Optional[Dict[str, Union[str, int]]]:
@@ -249,18 +295,16 @@ def _process_group_initialised() -> bool:
     return bool(dist is not None and dist.is_available() and dist.is_initialized())
 
 
-def _why_unwritten(folder: str) -> str:
+def _why_unwritten(folder: OutputFolder) -> str:
     """Why a write into *folder* failed, when the writer did not say (Kineto only logs it)."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".msmonitor-probe-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-        st = os.statvfs(folder)
+        folder.probe()
+        st = os.statvfs(folder.fd)
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
     free = st.f_bavail * st.f_frsize
     if free < 1 << 20:
-        return f"no space left on device ({free // 1024} KiB free in {folder})"
+        return f"no space left on device ({free // 1024} KiB free in {folder.path})"
     return "the export failed (torch.profiler's own log says why)"
 
 
@@ -282,6 +326,10 @@ class NpuRecorder(Recorder):
         root = kinds.BY_COMMAND[spec.kind].ascend_root
         assert root is not None  # recorder_for checked
         self._root = root(spec)
+        # torch_npu writes by the folder's name, resolved by itself: made here, following no link under
+        # the daemon's roots, and checked to be the folder opened before and after it writes.
+        self._into, _ = _opened(spec, self._root)
+        self._check_unmoved()
         if spec.until_stopped:
             self._translate_msprof()
         self._profile = npu_profiler.profile(
@@ -350,8 +398,13 @@ class NpuRecorder(Recorder):
         return self._root
 
     def write(self) -> List[str]:
-        pattern = os.path.join(self._root, f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
-        return sorted(glob.glob(pattern))[-1:]
+        self._check_unmoved()
+        assert self._into is not None
+        pattern = os.path.join(self._into.reach(), f"{socket.gethostname()}_{os.getpid()}_*_ascend_pt")
+        written = [os.path.basename(p) for p in sorted(glob.glob(pattern))[-1:]]
+        for folder in written:
+            self._into.seal(folder)
+        return [os.path.join(self._root, folder) for folder in written]
 
 
 _NEED_LEVEL1 = {"MSPROF_RUNTIME_API", "MSPROF_HCCL", "MSPROF_MODEL_EXECUTION", "MSPROF_ASCENDCL"}

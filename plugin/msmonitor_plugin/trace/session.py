@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Deque, List, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
 from .. import identity, wire
 from ..configtext import ConfigTextError
@@ -264,7 +264,9 @@ class TraceSession:
         try:
             files = self._recorder.write()
             if self.spec.until_stopped:
-                files.append(prof.write_info(self._recorder.output, self._info(notes, incomplete)))
+                files.append(
+                    self._recorder.add_file(prof.INFO_FILE, prof.info_text(self._info(notes, incomplete)))
+                )
         except RecorderError as exc:  # it names the folder and the reason already
             log.warning("trace %s: %s", self.spec.trace_id, exc)
             return self._fail(str(exc))
@@ -275,6 +277,8 @@ class TraceSession:
         except Exception as exc:
             log.exception("writing trace %s failed", self.spec.trace_id)
             return self._fail(f"writing the trace failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._close()
         self.phase = TracePhase.FINISHED
         self._on_done()  # the profiler slot is free before the daemon hears the trace is over
         self._emit(files=files, notes=notes, size_bytes=prof.size_of(files))
@@ -319,8 +323,18 @@ class TraceSession:
 
     def _fail(self, error: str) -> None:
         self.phase = TracePhase.FAILED
+        if self._writer is None:  # else the writer closes them as it ends: never under it
+            self._close()
         self._on_done()  # the profiler slot is free before the daemon hears the trace is over
         self._emit(error=error)
+
+    def _close(self) -> None:
+        """Close the folders held open for the trace (once: a failed write comes here twice)."""
+        folder, self.spec.folder = self.spec.folder, None
+        if folder is not None:
+            folder.close()
+        if self._recorder is not None:
+            self._recorder.close()
 
     def _emit(
         self,
@@ -357,12 +371,16 @@ class Tracer:
         recorder_factory: RecorderFactory = recorder_for,
         slot: Optional[ProfilerSlot] = None,
         check: Optional[OutputCheck] = None,
+        roots: Callable[[], Sequence[str]] = tuple,
     ) -> None:
         self._counter = counter
         self._report = report
         self._recorder_factory = recorder_factory
-        # The folder check goes with the real recorders; a test's stand-in recorder writes nowhere.
-        self._check = check if check is not None or recorder_factory is not recorder_for else check_output
+        # The folder check goes with the real recorders; a test's stand-in recorder writes nowhere. It
+        # confines the folder to the daemon's --trace-root directories (*roots*: its latest hello reply).
+        if check is None and recorder_factory is recorder_for:
+            check = lambda spec: check_output(spec, roots())  # noqa: E731
+        self._check = check
         self._slot = slot if slot is not None else ProfilerSlot()
         self._lock = threading.Lock()
         self.session: Optional[TraceSession] = None
