@@ -260,6 +260,8 @@ def test_bounds_hold_on_the_legacy_wire(daemon: Daemon) -> None:
     assert f"--iterations: must be in 1..{validate.MAX_ITERATIONS}" in reply["message"]
     reply = legacy(daemon, cli.stock_gputrace("/tmp/t.json", duration_ms=2**62))
     assert f"--duration-ms: must be in 1..{validate.MAX_DURATION_MS} ms" in reply["message"]
+    reply = legacy(daemon, cli.msmonitor_nputrace("/tmp/t", 5, 1, PROFILE_GC_DETECT_THRESHOLD="inf"))
+    assert "--gc-detect-threshold: must be finite, >= 0 ms, got inf" in reply["message"]
 
 
 # --- 12: digits strictly; 15: nothing infinite -----------------------------------------------------
