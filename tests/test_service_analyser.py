@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import sqlite3
 import subprocess
@@ -26,6 +27,7 @@ from typing import Dict, List
 import pytest
 
 from harness import BIN
+from msmonitor_plugin.service_profiler import schema
 
 SOURCE = os.environ.get("MINDIE_ANALYSER_SOURCE", "")
 PYTHON = os.environ.get("MINDIE_ANALYSER_PYTHON", "")
@@ -73,37 +75,59 @@ def read(path: Path) -> List[Dict[str, str]]:
         return [{k: "" if v in MISSING else v for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+PARSE = (PYTHON, "-m", "ms_service_profiler.parse")
+DYNO_EXPORT = (str(BIN / "dyno"), "service", "export")
+
+
+def run(*command: str) -> None:
+    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": SOURCE}, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def as_mindie_83(recording: Path, prof: Path) -> None:
+    """The recording as MindIE 8.3 wrote it: Mstx rows (name and domain in the message), Meta(name, value),
+    no Trace_Service folder."""
+    copy = prof / "1115-0613" / recording.name
+    copy.parent.mkdir(parents=True)
+    with contextlib.closing(sqlite3.connect(recording)) as src, contextlib.closing(
+        sqlite3.connect(copy)
+    ) as dst:
+        dst.execute(schema.MSTX.create())
+        dst.execute(schema.META_83.create())
+        dst.executemany(schema.META_83.insert(), src.execute("SELECT name, value FROM Meta"))
+        marks = src.execute(
+            "SELECT id, timestamp, duration, name, cat, args, pid, tid FROM slice ORDER BY id"
+        )
+        for mark_id, ts, duration, name, domain, args, pid, tid in marks.fetchall():
+            message = {"domain": domain, "name": name, **json.loads(args)}
+            flag = schema.SPAN_FLAG if message["type"] == 2 else 1
+            dst.execute(
+                schema.MSTX.insert(), (json.dumps(message), flag, mark_id, ts, ts + duration, pid, tid)
+            )
+        dst.commit()
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     root = tmp_path_factory.mktemp("analyser")
-    prof = root / "prof"
+    prof, prof_83 = root / "prof", root / "prof-8.3"
     record = subprocess.run(
         [sys.executable, "-c", RECORD, str(prof / "1115-0613" / "Trace_Service")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert record.returncode == 0, record.stderr
-    theirs, ours = root / "theirs", root / "ours"
-    parse = subprocess.run(
-        [PYTHON, "-m", "ms_service_profiler.parse", "--input-path", str(prof), "--output-path", str(theirs)],
-        env={**os.environ, "PYTHONPATH": SOURCE}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert parse.returncode == 0, parse.stderr[-2000:]
-    export = subprocess.run(
-        [str(BIN / "dyno"), "service", "export", "--input-path", str(prof), "--output-path", str(ours),
-         "--summary"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert export.returncode == 0, export.stderr
-    analyzed = root / "analyze"
-    subprocess.run(
-        [PYTHON, "-c", ANALYZE, "--input-path", str(prof), "--output-path", str(analyzed), "--format", "csv"],
-        env={**os.environ, "PYTHONPATH": SOURCE}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    return {"theirs": theirs, "ours": ours, "analyze": analyzed}
+    as_mindie_83(next(prof.rglob("ms_service_*.db")), prof_83)
+    for source, theirs, ours in ((prof, "theirs", "ours"), (prof_83, "theirs-8.3", "ours-8.3")):
+        run(*PARSE, "--input-path", str(source), "--output-path", str(root / theirs))
+        run(*DYNO_EXPORT, "--input-path", str(source), "--output-path", str(root / ours), "--summary")
+    with contextlib.suppress(AssertionError):  # analyze needs msguard: its tests skip without it
+        run(*ANALYZE, "--input-path", str(prof), "--output-path", str(root / "analyze"), "--format", "csv")
+    return {name: root / name for name in ("theirs", "ours", "theirs-8.3", "ours-8.3", "analyze")}
 
 
 # `msserviceprofiler analyze` (its summaries), called as its command line does; it needs msguard.
-ANALYZE = """
+ANALYZE_SCRIPT = """
 import argparse, sys
 from ms_service_profiler import analyze
 parser = argparse.ArgumentParser()
@@ -111,6 +135,7 @@ analyze.arg_parse(parser.add_subparsers())
 args = parser.parse_args(["analyze", *sys.argv[1:]])
 args.func(args=args)
 """
+ANALYZE = (PYTHON, "-c", ANALYZE_SCRIPT)
 
 
 @pytest.mark.parametrize("name", ["request_summary.csv", "batch_summary.csv", "service_summary.csv"])
@@ -126,13 +151,15 @@ def test_the_same_summaries_as_msserviceprofiler_analyze(outputs: Dict[str, Path
         assert all(abs(a - b) <= 1.5e-4 for a, b in figures), (mine, its)
 
 
+@pytest.mark.parametrize("layout", ["", "-8.3"])
 @pytest.mark.parametrize(
     "name", ["request.csv", "batch.csv", "forward.csv", "kvcache.csv", "request_status.csv"]
 )
-def test_the_same_rows_as_mindies_analyser(outputs: Dict[str, Path], name: str):
-    if name == "forward.csv" and not (outputs["theirs"] / name).exists():
+def test_the_same_rows_as_mindies_analyser(outputs: Dict[str, Path], name: str, layout: str):
+    """The recording as the plugin writes it (MindIE 26.0's slice), and as MindIE 8.3 wrote it (Mstx)."""
+    if name == "forward.csv" and not (outputs["theirs" + layout] / name).exists():
         pytest.skip("this analyser did not write forward.csv (it fails to under pandas 3)")
-    theirs, ours = read(outputs["theirs"] / name), read(outputs["ours"] / name)
+    theirs, ours = read(outputs["theirs" + layout] / name), read(outputs["ours" + layout] / name)
     assert list(theirs[0]) == list(ours[0]), "the same columns, in order"
     assert ours == theirs
 
