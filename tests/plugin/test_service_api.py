@@ -215,15 +215,22 @@ class CoexistenceTest(unittest.TestCase):
             "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
             "import ms_service_profiler, ms_service_profiler.profiler as p\n"
             "print(p.Profiler.REAL, ms_service_profiler.Profiler is p.Profiler)\n"
+            "from msmonitor_plugin.agent import _service_source\n"
+            "from msmonitor_plugin.router import CommandRouter\n"
+            "from msmonitor_plugin.slot import ProfilerSlot\n"
+            "env = {'SERVICE_PROF_CONFIG_PATH': sys.argv[1]}\n"
+            "print(_service_source(env, ProfilerSlot(), CommandRouter()))\n"
         )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([PLUGIN, other]))
+        config = os.path.join(other, "ms_service_profiler_config.json")
         out = subprocess.run(
-            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", probe, config], env=env, capture_output=True, text=True, timeout=60
         )
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.splitlines()
-        self.assertEqual(lines[-1], "True True")
-        self.assertEqual(sum("steps aside" in line for line in lines), 1, out.stdout)
+        self.assertEqual(lines[-2:], ["True True", "None"], "its API, and no switch of ours beside its own")
+        self.assertEqual(sum("step aside" in line for line in lines), 1, out.stdout)
+        self.assertFalse(os.path.exists(config), "the file is left to MindIE's own manager")
 
 
 if __name__ == "__main__":
