@@ -201,36 +201,64 @@ class DomainTest(Recorded):
 
 
 class CoexistenceTest(unittest.TestCase):
-    def test_another_ms_service_profiler_on_the_path_is_used_and_said_once(self):
-        other = tempfile.mkdtemp(prefix="cann")
-        self.addCleanup(shutil.rmtree, other)
-        os.mkdir(os.path.join(other, "ms_service_profiler"))
+    """Another ms_service_profiler after this plugin's on the path: MindIE's package, with a profiler, and
+    a module this plugin's has not (its analyser's parse)."""
+
+    PROBE = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "import ms_service_profiler, ms_service_profiler.profiler as p, ms_service_profiler.parse\n"
+        "print(getattr(p.Profiler, 'REAL', False), ms_service_profiler.Profiler is p.Profiler)\n"
+        "from msmonitor_plugin.agent import _service_source\n"
+        "from msmonitor_plugin.router import CommandRouter\n"
+        "from msmonitor_plugin.slot import ProfilerSlot\n"
+        "env = {'SERVICE_PROF_CONFIG_PATH': sys.argv[1]}\n"
+        "print(_service_source(env, ProfilerSlot(), CommandRouter()) is not None)\n"
+    )
+
+    def setUp(self):
+        self.other = tempfile.mkdtemp(prefix="cann")
+        self.addCleanup(shutil.rmtree, self.other)
+        os.mkdir(os.path.join(self.other, "ms_service_profiler"))
         for name, text in (
             ("__init__.py", "from ms_service_profiler.profiler import Profiler\n"),
             ("profiler.py", "class Profiler:\n    REAL = True\n"),
+            ("parse.py", ""),
         ):
-            with open(os.path.join(other, "ms_service_profiler", name), "w") as f:
+            with open(os.path.join(self.other, "ms_service_profiler", name), "w") as f:
                 f.write(text)
-        probe = (
-            "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
-            "import ms_service_profiler, ms_service_profiler.profiler as p\n"
-            "print(p.Profiler.REAL, ms_service_profiler.Profiler is p.Profiler)\n"
-            "from msmonitor_plugin.agent import _service_source\n"
-            "from msmonitor_plugin.router import CommandRouter\n"
-            "from msmonitor_plugin.slot import ProfilerSlot\n"
-            "env = {'SERVICE_PROF_CONFIG_PATH': sys.argv[1]}\n"
-            "print(_service_source(env, ProfilerSlot(), CommandRouter()))\n"
-        )
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([PLUGIN, other]))
-        config = os.path.join(other, "ms_service_profiler_config.json")
+        self.config = os.path.join(self.other, "ms_service_profiler_config.json")
+
+    def probe(self, **env):
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([PLUGIN, self.other]),
+            "LD_LIBRARY_PATH": "",
+            **env,
+        }
         out = subprocess.run(
-            [sys.executable, "-c", probe, config], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", self.PROBE, self.config],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         self.assertEqual(out.returncode, 0, out.stderr)
-        lines = out.stdout.splitlines()
-        self.assertEqual(lines[-2:], ["True True", "None"], "its API, and no switch of ours beside its own")
-        self.assertEqual(sum("step aside" in line for line in lines), 1, out.stdout)
-        self.assertFalse(os.path.exists(config), "the file is left to MindIE's own manager")
+        return out.stdout.splitlines()
+
+    def test_with_its_library_mindie_records_and_this_plugin_steps_aside_saying_so_once(self):
+        with open(os.path.join(self.other, "libms_service_profiler.so"), "w"):
+            pass  # found, not loaded
+        lines = self.probe(LD_LIBRARY_PATH=self.other)
+        self.assertEqual(lines[-2:], ["True True", "False"], "its API, and no switch of ours beside its own")
+        self.assertEqual(sum("step aside" in line for line in lines), 1, lines)
+        self.assertFalse(os.path.exists(self.config), "the file is left to MindIE's own manager")
+
+    def test_without_it_this_plugin_records_and_the_other_modules_stay_importable(self):
+        lines = self.probe()
+        self.assertEqual(
+            lines[-2:], ["False True", "True"], "this plugin's API and switch; its parse imports"
+        )
+        self.assertEqual(sum("not found, so msMonitor records" in line for line in lines), 1, lines)
 
 
 if __name__ == "__main__":
