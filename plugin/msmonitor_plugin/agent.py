@@ -99,11 +99,11 @@ def _service_source(
     path = env.get("SERVICE_PROF_CONFIG_PATH", "")
     if not path:
         return None
-    from .service_profiler.coexist import other_package
+    from .service_profiler.coexist import mindie_records
     from .service_profiler.source import ServiceSource
 
     # MindIE's own ms_service_profiler watches the file and records; two switches would write one file
-    return None if other_package() is not None else ServiceSource(path, env, slot, router)
+    return None if mindie_records() is not None else ServiceSource(path, env, slot, router)
 
 
 def socket_dir(env: Mapping[str, str]) -> str:
