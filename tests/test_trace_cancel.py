@@ -10,8 +10,10 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+import pytest
+
 import legacy_cli as cli
-from harness import Daemon, Workload, wait_until
+from harness import Daemon, Workload, trainer, wait_until
 from msmonitor_plugin import wire
 
 
@@ -90,3 +92,18 @@ def test_a_command_waiting_in_an_outbox_is_taken_back(daemon: Daemon, tmp_path: 
         assert b"ACTIVITIES_LOG_FILE" not in poll()
     finally:
         kineto.close()
+
+
+@pytest.mark.torch
+def test_a_cancelled_recording_trace_stops_at_its_next_step_and_keeps_its_files(
+    daemon: Daemon, start_workload: Callable[..., Workload], tmp_path: Path
+) -> None:
+    trainer(daemon, start_workload)
+    started = daemon.dyno_json("nputrace", "--iterations", "1000", "--log-file", str(tmp_path))
+    trace_id = started["trace_id"]
+    wait_until(lambda: phase(daemon, trace_id)["phase"] == "TRACE_PHASE_RUNNING", what="recording")
+    assert daemon.dyno("trace", trace_id, "--cancel", "--wait", "--wait-timeout", "120").returncode == 0
+    process = phase(daemon, trace_id)
+    assert process["phase"] == "TRACE_PHASE_FINISHED", process
+    assert process["stop_step"] - process["start_step"] < 1000
+    assert process["files"]
