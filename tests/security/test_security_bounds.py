@@ -102,6 +102,14 @@ def test_a_json_folder_kineto_would_rename_is_refused(guarded: Daemon, root: Pat
     assert "'.json' in its file name only" in legacy(guarded, cli.stock_gputrace(log_file))["message"]
 
 
+def test_dyno_refuses_them_before_sending(daemon: Daemon, root: Path) -> None:
+    """The same rule runs in dyno: exit 2, naming the flag, nothing sent."""
+    hashed = daemon.dyno("gputrace", "--log-file", bypass(root), "--duration-ms", "500")
+    assert hashed.returncode == 2 and "--log-file: may not contain '#'" in hashed.stderr, hashed.stderr
+    far = daemon.dyno("nputrace", "--log-file", str(root), "--start-step", str(HUGE), "--iterations", "1")
+    assert far.returncode == 2 and "--start-step: must be -1 (the next step) or a step number" in far.stderr
+
+
 def test_every_kind_refuses_a_hash_in_its_output(guarded: Daemon, root: Path) -> None:
     path = f"{root}/a#b"
     with stub(guarded) as s:
