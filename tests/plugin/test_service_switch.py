@@ -4,6 +4,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -16,6 +18,7 @@ from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.service_profiler import api, config
 from msmonitor_plugin.service_profiler.api import Level, Profiler
 from msmonitor_plugin.service_profiler.source import ServiceSource
+from msmonitor_plugin.service_profiler.switch import ServiceSwitch
 from msmonitor_plugin.service_profiler.watch import FileWatch
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
@@ -178,6 +181,53 @@ class SwitchTest(TempDir):
         tracer.accept(wire.Command(CommandKind.DYNAMIC, "w1", text))
         self.assertEqual(events[-1].phase, TracePhase.FAILED)
         self.assertIn("acl_task_time 3) runs in this process", events[-1].error)
+
+
+class HostileFileTest(TempDir):
+    """SERVICE_PROF_CONFIG_PATH is read by the .pth hook as every Python process starts: whatever it
+    names, the interpreter starts at once and reads nothing without bound."""
+
+    def start_python(self, path):
+        """An interpreter that starts as the .pth hook has it start; its output, or a hang reported."""
+        code = "import msmonitor_plugin._autostart; print('started')"
+        env = dict(os.environ, SERVICE_PROF_CONFIG_PATH=path, PYTHONPATH=_plugin_path())
+        env.pop("MSMONITOR_USE_DAEMON", None)
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+            )
+        except subprocess.TimeoutExpired:
+            self.fail(f"the interpreter hung at start with the switch file {path}")
+        self.assertEqual((out.returncode, out.stdout), (0, "started\n"), out.stderr[-2000:])
+
+    def test_a_fifo_or_a_link_to_dev_zero_never_blocks_the_interpreters_start(self):
+        os.mkfifo(self.path)  # no writer: open() without O_NONBLOCK waits for one forever
+        self.start_python(self.path)
+        zero = os.path.join(self.dir, "zero.json")
+        os.symlink("/dev/zero", zero)  # read until MemoryError
+        self.start_python(zero)
+
+    def test_anything_but_a_small_regular_file_is_refused_saying_why(self):
+        os.mkfifo(self.path)
+        os.mkfifo(self.path + ".lock")  # the lock beside it, too: decided alone, not waited on
+        big = os.path.join(self.dir, "big.json")
+        with open(big, "w") as f:
+            f.write(" " * config.MAX_FILE_BYTES + "{}")
+        for path, why in (
+            (self.path, "not a regular file (a FIFO)"),
+            ("/dev/zero", "not a regular file (a device)"),
+            (self.dir, "not a regular file (a folder)"),
+            (big, "larger than 64 KiB"),
+        ):
+            with self.subTest(path=path), self.assertLogs("msmonitor_plugin", "WARNING") as logs:
+                self.assertEqual(ServiceSwitch(path, {}, ProfilerSlot()).command().config, "")
+            self.assertIn(why, logs.output[-1])
+
+
+def _plugin_path():
+    import msmonitor_plugin
+
+    return os.path.dirname(os.path.dirname(msmonitor_plugin.__file__))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ its mode and owner, as MindIE's in-place write does)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -17,6 +18,10 @@ from typing import IO, Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 log = logging.getLogger("msmonitor_plugin")
 
 ENV = "SERVICE_PROF_CONFIG_PATH"
+# MindIE's switch file is under 1 KiB: a larger one is not one, and is never read whole.
+MAX_FILE_BYTES = 64 * 1024
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+_NOT_REGULAR.update({stat.S_IFDIR: "a folder", stat.S_IFSOCK: "a socket"})
 DEFAULT_PROF_DIR = "$HOME/.ms_server_profiler/"
 # What MindIE 26.0 writes for a missing file (prof_dir expanded when written: default_content), with
 # metric_enable, its new key, off. profiler_step_num stays out: any value below 1 stops recording at once.
@@ -242,13 +247,35 @@ def ensure(path: str, env: Mapping[str, str] = os.environ) -> bool:
     return True
 
 
+def read_text(path: str) -> str:
+    """A small regular file's text: the switch file, its session record. The .pth hook reads the switch
+    file while the interpreter starts, so this never blocks and never reads without bound: opened
+    non-blocking (a FIFO without a writer would hang every Python start), anything but a regular file (a
+    FIFO, a link to /dev/zero) refused, and so is a file over MAX_FILE_BYTES. Raises OSError saying why."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            raise OSError(errno.EINVAL, f"not a regular file ({_NOT_REGULAR.get(kind, 'of another kind')})")
+        data = b""
+        while len(data) <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES // 1024} KiB, so not a switch file")
+    return data.decode("utf-8", errors="replace")
+
+
 def write_back_disabled(path: str) -> None:
     """``"enable": 0`` into the file, keeping every other key, atomically (a limit stopped recording);
     through a symlink into its target, with the target's mode and owner."""
     target = os.path.realpath(path)
     try:
-        with open(target, encoding="utf-8") as f:
-            obj = json.load(f)
+        obj = json.loads(read_text(target))
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError, RecursionError) as exc:

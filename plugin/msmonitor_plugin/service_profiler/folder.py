@@ -5,12 +5,16 @@ as MindIE keeps it in shared memory named after the config path."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import stat
 import time
-from typing import NamedTuple
+from typing import IO, NamedTuple
+
+from .config import read_text
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -33,7 +37,7 @@ def decide(config_path: str) -> Decision:
 
 def _decide(config_path: str) -> Decision:
     session, lock = config_path + ".session", config_path + ".lock"
-    with open(lock, "a") as held:
+    with _lock_file(lock) as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         current = _read(session)
         if current is not None and _alive(current["pid"]):
@@ -46,10 +50,19 @@ def _decide(config_path: str) -> Decision:
         return Decision(folder, True)
 
 
+def _lock_file(path: str) -> IO[bytes]:
+    """The lock file, opened without waiting: a FIFO there (no reader) would hang the interpreter's
+    start, where the .pth hook runs this; anything but a regular file raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+    return os.fdopen(fd, "ab")
+
+
 def _read(path: str) -> dict | None:
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = json.loads(read_text(path))
         return data if isinstance(data.get("pid"), int) and isinstance(data.get("folder"), str) else None
     except (OSError, ValueError, AttributeError):
         return None

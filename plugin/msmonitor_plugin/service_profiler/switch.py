@@ -56,8 +56,7 @@ class ServiceSwitch:
         """The file as it is now, as a command for the router (the watcher calls this per edit)."""
         self._generation += 1
         try:
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
+            text = config.read_text(self.path)
         except OSError as exc:
             text = ""
             log.warning("service profiler: cannot read %s (%s): state kept", self.path, exc.strerror)
