@@ -8,14 +8,14 @@ from __future__ import annotations
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, Iterator, List, Union
 
 import grpc
 import pytest
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import BIN
+from harness import BIN, wait_until
 
 TRACE_ID = "123456789012345678"
 PID = 7
@@ -23,11 +23,15 @@ PREFIX = f"127.0.0.1_rank0_pid{PID}"  # the process's folder in DIR, as dyno nam
 MIB = 1 << 20
 
 
-class Liar(pb_grpc.DynologServicer):
-    """A daemon with one finished trace whose files are the *chunks* it is given."""
+Script = List[Union[pb.FileChunk, Callable[[], None]]]  # chunks to send, and what to do between them
 
-    def __init__(self, chunks: List[pb.FileChunk]) -> None:
-        self.chunks = chunks
+
+class Liar(pb_grpc.DynologServicer):
+    """A daemon with one finished trace whose files are the chunks of its *script*; a callable in it is
+    called when the stream reaches it (to change DIR while dyno fetches)."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
 
     def GetTrace(self, request: pb.GetTraceRequest, context: grpc.ServicerContext) -> pb.TraceInfo:
         process = pb.TraceProcess(pid=PID, host_pid=PID, rank=0, phase=pb.TRACE_PHASE_FINISHED)
@@ -36,7 +40,11 @@ class Liar(pb_grpc.DynologServicer):
     def FetchTraceFiles(
         self, request: pb.GetTraceRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.FileChunk]:
-        yield from self.chunks
+        for step in self.script:
+            if isinstance(step, pb.FileChunk):
+                yield step
+            else:
+                step()
 
 
 def chunk(name: str, size: int, offset: int, data: bytes) -> pb.FileChunk:
@@ -45,10 +53,10 @@ def chunk(name: str, size: int, offset: int, data: bytes) -> pb.FileChunk:
     )
 
 
-def collect(chunks: List[pb.FileChunk], folder: Path) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """``dyno trace ID --collect folder`` against a :class:`Liar` serving *chunks*."""
+def collect(script: Script, folder: Path) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """``dyno trace ID --collect folder`` against a :class:`Liar` serving *script*."""
     server = grpc.server(ThreadPoolExecutor(2))
-    pb_grpc.add_DynologServicer_to_server(Liar(chunks), server)
+    pb_grpc.add_DynologServicer_to_server(Liar(script), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
@@ -76,6 +84,26 @@ def test_a_link_planted_where_a_process_folder_goes_is_not_followed(tmp_path: Pa
     result = collect([chunk("authorized_keys", 4, 0, b"evil")], folder)
     assert result.returncode == 1 and "this fetch did not make it" in result.stderr, result.stderr
     assert list(victim.iterdir()) == []
+    assert no_part_left(folder)
+
+
+def test_a_folder_swapped_for_a_link_after_dyno_made_it_is_not_followed(tmp_path: Path):
+    """In a DIR another user can write, the process's folder is moved away once dyno made it and a link
+    to the victim's folder put in its place, before the next file: that file is refused, not written
+    through the link."""
+    victim, folder = tmp_path / "victim-ssh", tmp_path / "shared"
+    victim.mkdir()
+    made = folder / PREFIX
+
+    def swap() -> None:
+        wait_until(made.is_dir, what="dyno to make the process's folder")
+        made.rename(folder / "moved")
+        made.symlink_to(victim)
+
+    result = collect([chunk("a.json", 2, 0, b"{}"), swap, chunk("authorized_keys", 4, 0, b"evil")], folder)
+    assert result.returncode == 1, result.stderr
+    assert list(victim.iterdir()) == []
+    assert (folder / "moved" / "a.json").read_bytes() == b"{}", "the file begun before the swap still lands"
     assert no_part_left(folder)
 
 

@@ -11,8 +11,8 @@ trace's ``distributedInfo``:
 two processes never share a name. Each file is written as a hidden ``.part`` and linked into place only
 when complete, so a reader never sees half a trace; an existing file is never replaced (it is named as
 not fetched instead), and the ``.part`` never outlives its fetch. Each folder is made by the fetch that
-writes into it: one already there (a link another user planted in a shared DIR, say) is refused, never
-followed. What a daemon sends is checked: no name leaves DIR or nests deeper than :data:`MAX_DEPTH`,
+writes into it and reached by descriptor (:class:`Folders`): one already there (a link another user
+planted in a shared DIR, say), or swapped after it was made, is refused, never followed. What a daemon sends is checked: no name leaves DIR or nests deeper than :data:`MAX_DEPTH`,
 and no file grows past the size announced for it.
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import sys
-import tempfile
 from argparse import Namespace
 from typing import IO, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
 
@@ -125,32 +125,64 @@ def local_name(chunk: pb.FileChunk, host: str) -> str:
     return os.path.join(prefix, *parts)
 
 
-def make_folders(root: str, relative: str, made: Set[str]) -> None:
-    """Each folder of *relative* under *root*, made here unless this fetch made it already (*made*). One
-    that is there already is refused: mkdir never follows a link, so nothing is written through one."""
-    path = root
-    for part in relative.split(os.sep):
-        path = os.path.join(path, part)
-        if path in made:
-            continue
+class Folders:
+    """DIR, and the folders one fetch makes in it. A file's folder is reached from DIR one level at a time
+    by descriptor, never through a link, and each level must be a folder this fetch made, owned by its
+    user: one already there (a link planted in a shared DIR, a previous fetch's) is refused, and so is
+    one swapped for a link or for another user's folder after it was made, where a path would follow."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._made: Set[str] = set()  # relative to DIR
+
+    def open(self, relative: str) -> int:
+        """A descriptor of DIR/*relative* ("": DIR itself, as the user named it), made where missing;
+        the caller closes it."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        path = ""
         try:
-            os.mkdir(path)
+            for part in filter(None, relative.split(os.sep)):
+                path = os.path.join(path, part)
+                if path not in self._made:
+                    self._make(fd, part, path)
+                below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = below
+                if os.fstat(fd).st_uid != os.geteuid():
+                    raise OSError(f"{self._shown(path)} is another user's folder: nothing written into it")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _make(self, parent: int, part: str, path: str) -> None:
+        try:
+            os.mkdir(part, dir_fd=parent)  # never through a link: one there is "exists"
         except FileExistsError:
-            raise OSError(f"{path} exists and this fetch did not make it: nothing written into it") from None
-        made.add(path)
+            raise OSError(
+                f"{self._shown(path)} exists and this fetch did not make it: nothing written into it"
+            ) from None
+        self._made.add(path)
+
+    def _shown(self, path: str) -> str:
+        return os.path.join(self.root, path)
 
 
 class _Part:
-    """One file being received: a hidden temporary beside its final name, linked there when complete."""
+    """One file being received: a hidden temporary beside its final name, linked there when complete,
+    all relative to its folder's descriptor (*folder*, which the part owns and closes)."""
 
-    def __init__(self, final: str, size: int) -> None:
-        self.final, self.size, self.received = final, size, 0
-        if os.path.lexists(final):
-            raise OSError(f"{final} exists: not overwritten")
-        fd, self.path = tempfile.mkstemp(
-            prefix=f".{os.path.basename(final)}.", suffix=".part", dir=os.path.dirname(final)
-        )
-        self.file: IO[bytes] = os.fdopen(fd, "wb")
+    def __init__(self, folder: int, name: str, shown: str, size: int) -> None:
+        self.folder, self.name, self.final, self.size, self.received = folder, name, shown, size, 0
+        self.temp = f".{name}.{secrets.token_hex(4)}.part"
+        try:
+            if _exists(name, folder):
+                raise OSError(f"{shown} exists: not overwritten")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            self.file: IO[bytes] = os.fdopen(os.open(self.temp, flags, 0o600, dir_fd=folder), "wb")
+        except BaseException:
+            os.close(folder)
+            raise
 
     def write(self, chunk: pb.FileChunk) -> None:
         if chunk.offset != self.received:
@@ -168,23 +200,35 @@ class _Part:
                 raise OSError(f"{self.final}: {self.received} of {self.size} bytes came")
             self._place()
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+            self._release()
 
     def _place(self) -> None:
-        try:
-            os.link(self.path, self.final)  # fails if the name appeared meanwhile: nothing is replaced
+        folder = self.folder
+        try:  # link fails if the name appeared meanwhile: nothing is replaced
+            os.link(self.temp, self.name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
         except FileExistsError:
             raise OSError(f"{self.final} exists: not overwritten") from None
         except OSError:  # a file system without hard links: look, then rename
-            if os.path.lexists(self.final):
+            if _exists(self.name, self.folder):
                 raise OSError(f"{self.final} exists: not overwritten") from None
-            os.rename(self.path, self.final)
+            os.rename(self.temp, self.name, src_dir_fd=folder, dst_dir_fd=folder)
 
     def abort(self) -> None:
         self.file.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        self._release()
+
+    def _release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.temp, dir_fd=self.folder)
+        os.close(self.folder)
+
+
+def _exists(name: str, folder: int) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class Writer:
@@ -199,7 +243,7 @@ class Writer:
         self._key: Optional[Tuple[int, str]] = None  # (host pid, name) of the file being received
         self._part: Optional[_Part] = None
         self._name = ""
-        self._made: Set[str] = set()  # the folders this fetch made: only they are written into
+        self._folders = Folders(folder)
 
     def take(self, chunk: pb.FileChunk) -> None:
         self.started = True
@@ -230,9 +274,8 @@ class Writer:
         self._name = chunk.path or chunk.name
         try:
             name = local_name(chunk, self.host)
-            if os.path.dirname(name):
-                make_folders(self.folder, os.path.dirname(name), self._made)
-            self._part = _Part(os.path.join(self.folder, name), chunk.size)
+            folder = self._folders.open(os.path.dirname(name))
+            self._part = _Part(folder, os.path.basename(name), os.path.join(self.folder, name), chunk.size)
         except (OSError, ValueError) as exc:
             self._failed(exc)
 
