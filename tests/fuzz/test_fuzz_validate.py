@@ -3,6 +3,7 @@ the daemon renders into config text that the plugin reads back to the same reque
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable, List, Optional
 
 import pytest
@@ -139,7 +140,7 @@ def test_an_accepted_npu_monitor_command_reads_back_in_the_process(request: pb.N
     except ConfigError as exc:
         raise AssertionError(f"the daemon accepted what the plugin refuses: {exc}") from None
     assert (config.start, config.stop, config.log_dir) == (request.start, request.stop, request.log_file)
-    assert config.duration_s == request.duration_s
+    assert same_float32(config.duration_s, request.duration_s)
     if request.report_interval_s:
         assert config.report_interval_s == request.report_interval_s
     assert config.filter.text == request.filter
@@ -180,7 +181,13 @@ def test_any_accepted_duration_reads_back_in_the_process(duration_s: float) -> N
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
         raise AssertionError(f"the daemon accepted what the plugin refuses: {exc}") from None
-    assert config.duration_s == request.duration_s
+    assert same_float32(config.duration_s, request.duration_s)
+
+
+def same_float32(read: float, sent: float) -> bool:
+    """The daemon writes a proto float as the shortest decimal that is the same float32 (0.1 as typed,
+    not 0.10000000149011612): what the process reads is that float32, not its every digit."""
+    return struct.pack("<f", read) == struct.pack("<f", sent)
 
 
 def _read_path(kind: str, path: str) -> Optional[str]:
