@@ -42,7 +42,7 @@ class Adoptions:
             if self._told(record.host_pid):
                 log.warning("trace %.40r from pid %d not adopted: %s", trace_id, record.host_pid, refusal)
             return None
-        log.info("trace %s from pid %d: adopting it", trace_id, record.host_pid)
+        log.info("trace %.40r from pid %d: adopting it", trace_id, record.host_pid)
         return self._traces.adopt(record, trace_id, phase)
 
     def _refusal(self, record: ProcessRecord, trace_id: str) -> str:
@@ -50,7 +50,9 @@ class Adoptions:
         if known is not None and not known.adopted:
             return "this daemon issued it to other processes"
         started = _start_ticks(record.host_pid)
-        if started is None or self._daemon_started is None or started > self._daemon_started:
+        if started is None or self._daemon_started is None:
+            return "/proc does not say when the process started"
+        if started > self._daemon_started:
             return "the process started after this daemon, so no earlier daemon gave it a trace"
         if not self._granted(record.host_pid):
             return f"it adopted one in the last {ADOPTION_PERIOD_S:.0f} s"
