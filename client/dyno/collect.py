@@ -12,8 +12,9 @@ two processes never share a name. Each file is written as a hidden ``.part`` and
 when complete, so a reader never sees half a trace; an existing file is never replaced (it is named as
 not fetched instead), and the ``.part`` never outlives its fetch. Each folder is made by the fetch that
 writes into it and reached by descriptor (:class:`Folders`): one already there (a link another user
-planted in a shared DIR, say), or swapped after it was made, is refused, never followed. What a daemon sends is checked: no name leaves DIR or nests deeper than :data:`MAX_DEPTH`,
-and no file grows past the size announced for it.
+planted in a shared DIR, say), or swapped after it was made, is refused, never followed. What a
+daemon sends is checked: no name leaves DIR or nests deeper than :data:`MAX_DEPTH`, and no file grows
+past the size announced for it.
 """
 
 from __future__ import annotations
