@@ -26,7 +26,8 @@ from typing import List, Sequence, Tuple
 
 FOLDER_MODE = 0o750
 FILE_MODE = 0o640
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+# O_PATH: a folder the job may pass through but not list (mode 0711) opens too, as a write by path would.
+_FOLDER = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 # Opened only to change its mode: never a link, never waiting on a FIFO planted there.
 _NO_FOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _PROC_FD = "/proc/self/fd"
@@ -121,13 +122,12 @@ class OutputFolder:
 def open_output(path: str, roots: Sequence[str]) -> OutputFolder:
     """Open (and make) the folder *path*; under *roots*, from the root it is named under, following no
     link below it. Raises OSError saying why in words (outside the roots, a link, not a folder, ...)."""
-    if not roots:
-        start = "/" if os.path.isabs(path) else "."
-        fd, _ = _walk(os.open(start, _FOLDER), _parts(path, dots=True), False, make=True)
-        return OutputFolder(path, fd, (start, _parts(path, dots=True)), confined=False)
-    root, below = _under(path, roots)
-    fd, _ = _walk(os.open(root, _FOLDER), below, True, make=True)
-    return OutputFolder(path, fd, (root, below), confined=True)
+    if roots:
+        start, below = _under(path, roots)
+    else:  # anywhere, links followed: as the daemon allowed
+        start, below = "/" if os.path.isabs(path) else ".", _parts(path, dots=True)
+    fd, _ = _walk(os.open(start, _FOLDER), below, bool(roots), make=True)
+    return OutputFolder(path, fd, (start, below), confined=bool(roots))
 
 
 def _under(path: str, roots: Sequence[str]) -> Tuple[str, List[str]]:
