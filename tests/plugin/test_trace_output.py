@@ -86,7 +86,7 @@ class OutputFolderTest(unittest.TestCase):
         into, _ = folder.sub("run")
         self.addCleanup(into.close)
         into.check_unmoved()
-        self.assertEqual(into.named(into.reach("f.json")), f"{self.root}/job/run/f.json")
+        self.assertEqual(into.path, f"{self.root}/job/run")
 
     def test_seal_leaves_files_0640_and_folders_0750_and_follows_no_link(self):
         folder = self.opened(f"{self.root}/job")

@@ -51,11 +51,6 @@ class OutputFolder:
         base = f"{_PROC_FD}/{self.fd}" if os.path.isdir(_PROC_FD) else self.path
         return os.path.join(base, name) if name else base
 
-    def named(self, reached: str) -> str:
-        """A path :meth:`reach` gave (or one below it), as the user names it."""
-        base = self.reach()
-        return self.path + reached[len(base) :] if reached.startswith(base) else reached
-
     def sub(self, relative: str) -> Tuple[OutputFolder, bool]:
         """The folder *relative* below this one, made (0750) if missing, opened as this one was; and
         whether it was made here."""
