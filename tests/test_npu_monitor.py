@@ -100,7 +100,8 @@ def test_duration_expiry_frees_the_process_for_nputrace(daemon, start_workload, 
 
 def test_npu_monitor_is_refused_while_a_trace_runs(daemon, start_workload, tmp_path):
     job = trainer(daemon, start_workload)
-    trace = daemon.dyno_json("nputrace", "--iterations", "100000", "--log-file", str(tmp_path))
+    # The most iterations a trace may ask for: about 20 s, long enough to still be running.
+    trace = daemon.dyno_json("nputrace", "--iterations", "1000", "--log-file", str(tmp_path))
     wait_until(
         lambda: (
             daemon.dyno_json("trace", trace["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_RUNNING"

@@ -151,7 +151,8 @@ def test_busy_and_past_start_steps_are_ineffective_with_the_reason(daemon, start
 def test_a_process_killed_mid_trace_yields_a_failed_outcome(start_daemon, start_workload, tmp_path):
     daemon = start_daemon("--process-keepalive-s", "2")
     job = trainer(daemon, start_workload)
-    reply = daemon.dyno_json("nputrace", "--iterations", "100000", "--log-file", str(tmp_path))
+    # The most iterations a trace may ask for: about 20 s, long enough to still be running.
+    reply = daemon.dyno_json("nputrace", "--iterations", "1000", "--log-file", str(tmp_path))
     wait_until(
         lambda: (
             daemon.dyno_json("trace", reply["trace_id"])["processes"][0]["phase"] == "TRACE_PHASE_RUNNING"
