@@ -6,6 +6,7 @@ schema) and message format; the expected rows are worked out by hand from the an
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import sqlite3
 import subprocess
@@ -293,8 +294,17 @@ def test_chrome_trace_draws_tracks_flows_through_batches_and_kv_counters(exporte
     out, _ = exported
     events = json.loads((out / "chrome_tracing.json").read_text())
     assert isinstance(events, list), "a JSON list, as the analyser writes"
-    names = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "process_name"}
-    assert set(names) == {"nodeA-100", "nodeA-200", "nodeB-300", "nodeC-400"}
+    shown: Dict[int, Dict[str, Any]] = {}
+    for e in events:
+        if e["name"].startswith("process_"):  # process_sort_index, process_name, process_labels
+            shown.setdefault(e["pid"], {}).update(e["args"])
+    # named by role: Request marks make a scheduler, Execute marks a forward process, listed after them
+    assert [(pid, shown[pid]) for pid in (100, 300, 400, 200)] == [
+        (100, {"sort_index": 0, "name": "schedule", "labels": "nodeA"}),
+        (300, {"sort_index": 1, "name": "schedule", "labels": "nodeB"}),
+        (400, {"sort_index": 2, "name": "schedule", "labels": "nodeC"}),
+        (200, {"sort_index": 3, "name": "forward", "labels": "nodeA,dp0"}),
+    ]
     batch = next(e for e in events if e["name"] == "BatchSchedule")
     assert batch["ph"] == "X" and batch["tid"] == "Schedule(21)" and batch["pid"] == 200
     assert batch["ts"] == T0_US + 5000 and batch["dur"] == 1000
@@ -304,11 +314,11 @@ def test_chrome_trace_draws_tracks_flows_through_batches_and_kv_counters(exporte
     assert request["ph"] == "I" and request["dur"] == 0 and request["args"]["recvTokenSize="] == 12
     flow = [(e["ph"], e["tid"]) for e in events if e.get("id") == "r1" and e["ph"] in "stf"]
     assert flow == [
-        ("s", "Request(11)"),  # httpReq
+        ("s", "Request"),  # httpReq: one Request track a process
         *[("t", "Schedule(21)")] * 3,  # Enqueue, Dequeue, BatchSchedule
         ("t", "ModelExecute(22)"), ("t", "ModelExecute(22)"),  # modelExec, forward
         ("t", "Schedule(21)"), ("t", "ModelExecute(22)"), ("t", "ModelExecute(22)"),
-        ("f", "Request(11)"),  # httpRes
+        ("f", "Request"),  # httpRes
     ]  # fmt: skip
     kv = [e for e in events if e["ph"] == "C" and e["name"] == "KVCache"]
     assert [e["args"] for e in kv] == [{"total_blocks": 100.0, "used_blocks": 10.0, "free_blocks": 90.0}]
@@ -323,9 +333,16 @@ def test_profiler_db_has_the_analysers_tables_and_views(exported):
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         views = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
         assert tables >= {"process", "thread", "slice", "counter", "flow", "request", "batch", "batch_req",
-                          "batch_exec", "forward", "kvcache", "request_status", "data_table", "api",
-                          "kernel"}  # fmt: skip
-        assert views == {"request_data", "batch_info", "forward_info", "kvcache_usage"}
+                          "batch_exec", "forward", "kvcache", "request_status", "data_table", "translate",
+                          "api", "kernel", *CURVE_TABLES}  # fmt: skip
+        assert db.execute("SELECT * FROM process ORDER BY process_sort_index").fetchall() == [
+            ("100", "schedule", "nodeA", 0, ""), ("300", "schedule", "nodeB", 1, ""),
+            ("400", "schedule", "nodeC", 2, ""), ("200", "forward", "nodeA,dp0", 3, ""),
+        ]  # fmt: skip
+        # a track's tid is its name in the trace; each request and KV-cache domain one track a process
+        threads = db.execute("SELECT tid, pid, thread_name FROM thread WHERE pid = '200'").fetchall()
+        assert threads == [(t, "200", t) for t in ("ModelExecute(22)", "Schedule(21)", "Schedule.KVCache")]
+        assert views == {"request_data", "batch_info", "forward_info", "kvcache_usage", *CURVE_VIEWS}
         assert db.execute("SELECT count(*) FROM slice").fetchone() == (len(FRONTEND) + len(ENGINE) + 5 + 2,)
         assert db.execute('SELECT http_rid, "execution_time(ms)" FROM request_data ORDER BY 1').fetchall()[
             :2
@@ -352,6 +369,64 @@ def test_profiler_db_has_the_analysers_tables_and_views(exported):
         assert db.execute("SELECT * FROM data_link").fetchall() == [("rid", "request", "http_rid")]
         flows = db.execute("SELECT type FROM flow WHERE flow_id = 'r1' ORDER BY timestamp").fetchall()
         assert flows[0] == ("s",) and flows[-1] == ("f",) and len(flows) == 10
+    finally:
+        db.close()
+
+
+CURVE_TABLES = {"req_latency", "first_token_latency", "prefill_gen_speed", "decode_gen_speed"}
+CURVE_VIEWS = {
+    "Request_Latency_curve", "First_Token_Latency_curve", "Prefill_Generate_Speed_Latency_curve",
+    "Decode_Generate_Speed_Latency_curve", "Batch_Size_curve", "Batch_Token_curve",
+    "Kvcache_Usage_Percent_curve", "Request_Status_curve",
+}  # fmt: skip
+
+
+def local(ms_after: float) -> str:
+    """A curve table's time: the exporting machine's local time, as the analyser writes it there."""
+    moment = datetime.datetime.fromtimestamp((T0_US + ms_after * 1000) / 1_000_000)
+    return moment.strftime("%Y-%m-%d %H:%M:%S:%f")
+
+
+def table(db: sqlite3.Connection, name: str) -> List[Tuple[Any, ...]]:
+    return db.execute(f"SELECT * FROM {name}").fetchall()
+
+
+def test_profiler_db_curves(exported):
+    """The analyser's line charts (exporter_latency.py, exporter_req_status.py), worked out by hand:
+    requests end r1 20 ms, r2 30, r5 45, r3 52, r4 60 after T0, having taken 20, 29, 5, 2 and 7 ms."""
+    out, _ = exported
+    db = sqlite3.connect(out / "profiler.db")
+    try:
+        # percentiles (numpy's linear) of the requests finished so far, rounded to 0.01; the median of all
+        assert table(db, "req_latency") == [
+            (local(20), 20000.0, 20000.0, 20000.0, 20000.0, 7000.0),
+            (local(30), 24500.0, 28910.0, 28100.0, 24500.0, 7000.0),
+            (local(45), 18000.0, 28820.0, 27200.0, 20000.0, 7000.0),
+            (local(52), 14000.0, 28730.0, 26300.0, 12500.0, 7000.0),
+            (local(60), 12600.0, 28640.0, 25400.0, 7000.0, 7000.0),
+        ]
+        assert table(db, "Request_Latency_curve")[1] == (
+            local(30)[:19] + "." + local(30)[20:],
+            24.5,
+            28.91,
+            28.1,
+            24.5,
+        )
+        # first token: r1 0 -> 10 ms (its prefill's modelExec ends), r2 1 -> 10, in one 100 ms window (ms)
+        (first,) = table(db, "first_token_latency")
+        assert first[0] == local(0) and first[1:] == pytest.approx((9.5, 9.9, 9.99, 9.0, 9.5))
+        # prefill: 2 requests over 5 ms from BatchSchedule's start to modelExec's end; decode: 2 over the
+        # 5 ms between the ends of iterations 0 and 1, from iteration 1's start (12 ms)
+        assert table(db, "prefill_gen_speed") == [(local(5), 400.0, 400.0, 400.0, 400.0, 400.0)]
+        assert table(db, "decode_gen_speed") == [(local(12), 400.0, 400.0, 400.0, 400.0, 400.0)]
+        assert table(db, "Batch_Size_curve") == [(0, 2.0, 2, 0), (1, 2.0, 0, 2)]
+        # request_status as the analyser's table: a row per moment, RUNNING and PENDING never reported: 0
+        assert table(db, "request_status") == [
+            (when(ms), size, 0, 0) for ms, size in ((2, 1.0), (3, 2.0), (4, 1.0), (5, 0.0))
+        ]
+        assert table(db, "Request_Status_curve")[1] == (when(3)[:19] + "." + when(3)[20:], 2.0, 0.0, 0.0)
+        captions = dict(db.execute("SELECT key, value_en FROM translate").fetchall())
+        assert set(captions) == CURVE_VIEWS | {"request_data", "batch_info", "forward_info", "kvcache_usage"}
     finally:
         db.close()
 

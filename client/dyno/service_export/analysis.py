@@ -131,9 +131,10 @@ class _Spans:
         self.by_rid.setdefault(rid, []).append((us(mark.start_ns), us(mark.end_ns)))
 
 
-def first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+def first_token_spans(marks: Sequence[Mark]) -> Dict[str, Tuple[float, float]]:
     """Per request, from ``httpReq`` to the latest end of: its batch spans at iteration 0, its first
-    ``detokenize``/``decode`` and its first ``sendResponse`` (calc_ttft); only where there is one."""
+    ``detokenize``/``decode`` and its first ``sendResponse`` (calc_ttft), as (start, end) microseconds;
+    only where there is one."""
     spans = _Spans()
     arrived: Set[str] = set()
     firsts: Set[Tuple[str, str]] = set()
@@ -153,10 +154,14 @@ def first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
                     firsts.add((rid, kind))
                     spans.add(rid, m)
     return {
-        rid: (max(e for _, e in points) - min(s for s, _ in points)) / 1000
+        rid: (min(s for s, _ in points), max(e for _, e in points))
         for rid, points in spans.by_rid.items()
         if rid in arrived and len(points) > 1
     }
+
+
+def first_token_ms(marks: Sequence[Mark]) -> Dict[str, float]:
+    return {rid: (end - start) / 1000 for rid, (start, end) in first_token_spans(marks).items()}
 
 
 def queue_wait_ms(marks: Sequence[Mark]) -> Dict[str, float]:
@@ -206,6 +211,28 @@ def request_rows(recording: Recording) -> List[RequestRow]:
             )
         )
     return sorted(rows, key=lambda r: (r.start_time == "", r.start_time or 0))
+
+
+@dataclass
+class Batch:
+    """A batch as the analyser numbers them (from 1: each schedule span starts the next): its schedule
+    span, and the spans of its recording until the next schedule span (schedule, execution, forward)."""
+
+    number: int
+    schedule: Mark
+    spans: List[Mark]
+
+
+def batches(recording: Recording) -> List[Batch]:
+    found: List[Batch] = []
+    current: Dict[str, Batch] = {}  # recording -> the batch its spans belong to now
+    for m in recording.marks:
+        if m.name in SCHEDULE_NAMES:
+            current[m.prof_id] = Batch(len(found) + 1, m, [])
+            found.append(current[m.prof_id])
+        if m.name in BATCH_SPAN_NAMES and m.prof_id in current:
+            current[m.prof_id].spans.append(m)
+    return found
 
 
 # --- batch.csv ----------------------------------------------------------------------------------------

@@ -1,19 +1,21 @@
 """``--format json``: ``chrome_tracing.json`` as MindIE's analyser draws it (a JSON list of trace events,
-for MindStudio Insight, Perfetto or chrome://tracing): each process's marks on tracks named
-``<domain>(<tid>)`` (MindIE's thread naming), spans as ``X`` and events as ``I`` (duration 0) with flat
-args (the message's attributes, ``start_datetime``, ``end_datetime``, ``tid``, ``res_list``), KV-cache
-blocks and the recording's counters as ``C``, operators on Api and Kernel tracks, and one flow per
-request id (``flow_<rid>``, ``s``/``t``/``f``) through every mark that carries it, batch spans included.
-Times are microseconds."""
+for MindStudio Insight, Perfetto or chrome://tracing): each process named by its role (``schedule``,
+``forward``) and labelled with its host and data-parallel rank, its marks on tracks named
+``<domain>(<tid>)`` (MindIE's thread naming; one ``Request`` and one ``KVCache`` track a process), spans
+as ``X`` and events as ``I`` (duration 0) with flat args (the message's attributes, ``start_datetime``,
+``end_datetime``, ``tid``, ``res_list``), KV-cache blocks and the recording's counters as ``C``,
+operators on Api and Kernel tracks, and one flow per request id (``flow_<rid>``, ``s``/``t``/``f``)
+through every mark that carries it, batch spans included. Times are microseconds."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
 
-from ..analysis import flow_phase, request_paths, us, when
+from ..analysis import dp_ranks, flow_phase, request_paths, us, when
 from ..model import SPAN, Mark, Process, Recording
 from .atomic import replacing
 
@@ -33,15 +35,75 @@ def trace_pids(processes: Iterable[Process]) -> Dict[Process, int]:
     return pids
 
 
+UNSPLIT = ("Request", "RequestState", "KVCache", "Schedule.KVCache")  # one track per process, not per thread
+RENAMED = {"PDSplit": "PDCommunication"}
+
+
 def track(mark: Mark) -> str:
-    return f"{mark.domain}({mark.tid})" if mark.domain else str(mark.tid)
+    """The analyser's track: ``<domain>(<tid>)``, but one track of a process for its request and KV-cache
+    domains."""
+    domain = RENAMED.get(mark.domain, mark.domain)
+    if domain in UNSPLIT:
+        return domain
+    return f"{domain}({mark.tid})" if domain else str(mark.tid)
+
+
+ROLES = (("Engine", "schedule"), ("Request", "schedule"), ("Execute", "forward"))  # domain part -> role
+ROLE_ORDER = ("schedule", "forward")
+
+
+def role(domain: str) -> str:
+    return next((name for part, name in ROLES if part in domain), "")
+
+
+@dataclass(frozen=True)
+class TraceProcess:
+    """A process as the analyser shows it: named by its role (the first of its marks whose domain says
+    one: schedule for Engine or Request, forward for Execute), else by its pid; labelled with its host
+    and data-parallel rank; schedulers first, then forward processes by rank."""
+
+    pid: int
+    name: str
+    labels: str
+    sort_index: int
+
+
+def trace_processes(recording: Recording) -> Dict[Process, TraceProcess]:
+    pids = trace_pids(recording.processes())
+    roles: Dict[Process, str] = {}
+    for m in recording.marks:
+        if role(m.domain):
+            roles.setdefault(m.process, role(m.domain))
+    ranks = first_per_rank(dp_ranks(recording))
+
+    def order(p: Process) -> Tuple[int, int, int]:
+        kind = roles.get(p, "")
+        return (ROLE_ORDER.index(kind) if kind else len(ROLE_ORDER), int(ranks.get(p, 0)), pids[p])
+
+    found = {}
+    for index, p in enumerate(sorted(pids, key=order)):
+        host = recording.meta.get(p, {}).get("hostname", p.host)
+        labels = ",".join([host, *([f"dp{ranks[p]}"] if p in ranks else [])])
+        found[p] = TraceProcess(pids[p], roles.get(p) or str(pids[p]), labels, index)
+    return found
+
+
+def first_per_rank(ranks: Dict[Process, Any]) -> Dict[Process, str]:
+    """Each data-parallel rank's first process, with that rank: the one the analyser labels with it (-1
+    is no rank)."""
+    first: Dict[str, Process] = {}
+    for p in sorted(ranks):
+        rank = str(ranks[p])
+        if rank.lstrip("-").isdigit() and rank != "-1":
+            first.setdefault(rank, p)
+    return {p: rank for rank, p in first.items()}
 
 
 def _metadata(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:
-    for process, pid in pids.items():
-        host = recording.meta.get(process, {}).get("hostname", process.host)
-        yield {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": process.label}}
-        yield {"name": "process_labels", "ph": "M", "pid": pid, "args": {"labels": host}}
+    for p in trace_processes(recording).values():
+        yield {"name": "process_sort_index", "ph": "M", "pid": p.pid, "args": {"sort_index": p.sort_index}}
+        yield {"name": "process_name", "ph": "M", "pid": p.pid, "args": {"name": p.name}}
+        yield {"name": "process_labels", "ph": "M", "pid": p.pid, "args": {"labels": p.labels}}
     tracks = sorted({(pids[m.process], track(m)) for m in _slices(recording)})
     for index, (pid, tid) in enumerate(tracks):
         yield {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": index}}

@@ -2,12 +2,11 @@
 in MindIE 26.0's tables (``process``, ``thread``, ``slice``, ``counter``, ``flow``), the analyser's tables
 (``request``, ``batch``, ``batch_req``, ``batch_exec``, ``forward``, ``kvcache``, ``request_status``)
 under its table columns, the views Insight reads them by (``request_data``, ``batch_info``,
-``forward_info``, ``kvcache_usage``: the CSV files' columns) listed in ``data_table``, ``data_link``, and
-the operators' ``api`` and ``kernel``."""
+``forward_info``, ``kvcache_usage``: the CSV files' columns) listed in ``data_table``, ``data_link``, the
+line charts (:mod:`.insight_curves`) with ``translate``, and the operators' ``api`` and ``kernel``."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -16,11 +15,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from msmonitor_plugin.service_profiler import schema
 
-from .. import analysis
+from .. import analysis, curves
 from ..analysis import flow_phase
 from ..model import Process, Recording
+from . import insight_curves
 from .atomic import replacing
-from .chrome_trace import trace_pids, track
+from .chrome_trace import trace_pids, trace_processes, track
 
 Rows = List[Tuple[Any, ...]]
 
@@ -41,10 +41,12 @@ def _copy(db: sqlite3.Connection, table: schema.Table, rows: Iterable[Sequence[A
 
 def _trace_tables(db: sqlite3.Connection, recording: Recording) -> None:
     pids = trace_pids(recording.processes())
-    _copy(db, schema.PROCESS, ((str(pid), p.label, p.host, i, "") for i, (p, pid) in enumerate(pids.items())))
-    tracks = sorted({(pids[m.process], m.tid, track(m)) for m in recording.marks})
-    track_ids = {(pid, name): i for i, (pid, _, name) in enumerate(tracks)}
-    _copy(db, schema.THREAD, ((i, str(tid), str(pid), name, i) for i, (pid, tid, name) in enumerate(tracks)))
+    shown = trace_processes(recording).values()
+    _copy(db, schema.PROCESS, ((str(p.pid), p.name, p.labels, p.sort_index, "") for p in shown))
+    tracks = sorted({(pids[m.process], track(m)) for m in recording.marks})
+    track_ids = {key: i for i, key in enumerate(tracks)}
+    # a track's tid is its name, as in the trace (one track may hold several threads' marks)
+    _copy(db, schema.THREAD, ((i, name, str(pid), name, i) for i, (pid, name) in enumerate(tracks)))
     _copy(
         db,
         schema.SLICE,
@@ -96,8 +98,8 @@ def _outputs(recording: Recording) -> Iterator[Output]:
     forwards = a.forward_rows(recording)
     yield Output("forward", "forward_info", a.columns(a.ForwardRow, "TABLE_COLUMNS"), a.columns(a.ForwardRow),
                  map(a.cells, forwards))  # fmt: skip
-    status = a.columns(a.RequestStatusRow)
-    yield Output("request_status", "", status, status, map(a.cells, a.request_status_rows(recording)))
+    status = a.columns(curves.QueueRow)
+    yield Output("request_status", "", status, status, map(a.cells, curves.queue_rows(recording)))
     requests_in, spans = _batches(recording)
     yield Output("batch_req", "", BATCH_REQ, BATCH_REQ, requests_in)
     yield Output("batch_exec", "", BATCH_EXEC, BATCH_EXEC, spans)
@@ -108,26 +110,20 @@ BATCH_EXEC = ("batch_id", "event", "pid", "start", "end")
 
 
 def _batches(recording: Recording) -> Tuple[Rows, Rows]:
-    """Batches numbered as the analyser numbers them (each schedule span starts the next), each one's spans
-    those of its recording until its next schedule span: its requests with their iteration, and its spans
-    (schedule, execution, forward) in microseconds."""
+    """Each batch's requests with their iteration, and its spans in microseconds."""
     requests_in: Rows = []
     spans: Rows = []
-    current: Dict[str, int] = {}  # recording -> the batch its spans belong to now
-    numbers = itertools.count(1)
-    for m in recording.marks:
-        if m.name in analysis.SCHEDULE_NAMES:
-            current[m.prof_id] = batch_id = next(numbers)
-            requests_in += [(batch_id, rid, rid, it, None) for rid, it in m.members]
-        if m.name in analysis.BATCH_SPAN_NAMES and m.prof_id in current:
-            start, end = analysis.us(m.start_ns), analysis.us(m.end_ns)
-            spans.append((current[m.prof_id], m.name, m.process.pid, start, end))
+    for batch in analysis.batches(recording):
+        requests_in += [(batch.number, rid, rid, it, None) for rid, it in batch.schedule.members]
+        spans += [(batch.number, m.name, m.process.pid, analysis.us(m.start_ns), analysis.us(m.end_ns))
+                  for m in batch.spans]  # fmt: skip
     return requests_in, spans
 
 
 def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
     """The tables, their views (the analyser's renamed columns) and data_table, which lists the views."""
     db.execute("CREATE TABLE data_table (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, view_name TEXT)")
+    insight_curves.create_translate(db)
     for out in _outputs(recording):
         _create(db, out.table, out.table_header, out.rows)
         if out.view:
@@ -136,6 +132,8 @@ def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
             )
             db.execute(f"CREATE VIEW {out.view} AS SELECT {renamed} FROM {out.table}")
             db.execute("INSERT INTO data_table (name, view_name) VALUES (?, ?)", (out.view, out.view))
+            insight_curves.caption(db, out.view, insight_curves.TABLE_CAPTIONS[out.view])
+    insight_curves.write_curves(db, recording)
     # forward rows name their requests by rid, the request table by http_rid
     _create(db, "data_link", ("source_name", "target_table", "target_name"), [("rid", "request", "http_rid")])
 
