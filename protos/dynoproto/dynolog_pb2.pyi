@@ -647,6 +647,12 @@ class WatchMetricsRequest(_message.Message):
     latest: bool
     def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., latest: _Optional[bool] = ...) -> None: ...
 
+class FetchMonitorFilesRequest(_message.Message):
+    __slots__ = ("targets",)
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    targets: Targets
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ...) -> None: ...
+
 class DynamicOptions(_message.Message):
     __slots__ = ("activities", "record_shapes", "profile_memory", "with_stack", "with_modules", "task_time", "runtime_api", "aicpu", "model_execution", "hccl", "msproftx", "ascendcl", "aic_metrics", "l2", "sys_hardware_mem", "host_sys", "export_type")
     ACTIVITIES_FIELD_NUMBER: _ClassVar[int]

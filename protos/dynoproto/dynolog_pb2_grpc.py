@@ -89,6 +89,11 @@ class DynologStub:
                 request_serializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
                 _registered_method=True)
+        self.FetchMonitorFiles = channel.unary_stream(
+                '/dynolog.v1.Dynolog/FetchMonitorFiles',
+                request_serializer=dynoproto_dot_dynolog__pb2.FetchMonitorFilesRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.FileChunk.FromString,
+                _registered_method=True)
         self.Dynamic = channel.stream_stream(
                 '/dynolog.v1.Dynolog/Dynamic',
                 request_serializer=dynoproto_dot_dynolog__pb2.DynamicRequest.SerializeToString,
@@ -186,6 +191,16 @@ class DynologServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchMonitorFiles(self, request, context):
+        """The files npu-monitor's --log-file mode wrote on this host, in chunks, for the processes the targets
+        select: only files named for a process (msmonitor_<pid>_<time>_<rank>.db or .jsonl) in a folder this
+        daemon sent it as --log-file, once its monitor no longer writes there. Operators only, as
+        FetchTraceFiles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Dynamic(self, request_iterator, context):
         """msprof's dynamic mode (`dyno dynamic`): attach to processes, then start and stop collection windows
         at will. The processes are held for as long as the stream lasts: one controller per process.
@@ -264,6 +279,11 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.WatchMetrics,
                     request_deserializer=dynoproto_dot_dynolog__pb2.WatchMetricsRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.MetricsReport.SerializeToString,
+            ),
+            'FetchMonitorFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchMonitorFiles,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.FetchMonitorFilesRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.FileChunk.SerializeToString,
             ),
             'Dynamic': grpc.stream_stream_rpc_method_handler(
                     servicer.Dynamic,
@@ -578,6 +598,33 @@ class Dynolog:
             '/dynolog.v1.Dynolog/WatchMetrics',
             dynoproto_dot_dynolog__pb2.WatchMetricsRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.MetricsReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchMonitorFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/FetchMonitorFiles',
+            dynoproto_dot_dynolog__pb2.FetchMonitorFilesRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.FileChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -127,6 +127,11 @@ def watch_metrics(request: Request) -> List[FieldError]:
     return targets(request.targets)
 
 
+def fetch_monitor_files(request: Request) -> List[FieldError]:
+    """``dyno npu-monitor --collect``: its targets, bounded as a command's."""
+    return targets(request.targets)
+
+
 MONITOR_KINDS = (
     "Marker",
     "Kernel",
