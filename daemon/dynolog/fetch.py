@@ -1,4 +1,5 @@
-"""``FetchTraceFiles``: a trace's files, streamed in chunks to ``dyno … --collect``.
+"""``FetchTraceFiles``: a trace's files, streamed in chunks to ``dyno … --collect`` (and how any served
+file is checked, opened and streamed: ``FetchMonitorFiles`` too, see :mod:`.monitor_files`).
 
 A process reports its own files over the IPC, so what it reports is not trusted as a path to read: a
 file is served only when the process reported it for this trace (or it lies in a folder the process
@@ -15,7 +16,7 @@ import asyncio
 import os
 import stat
 from dataclasses import dataclass
-from typing import AsyncIterator, BinaryIO, Iterator, List, Optional, Sequence
+from typing import AsyncIterator, BinaryIO, Iterable, Iterator, List, Optional, Protocol, Sequence
 
 from msmonitor_plugin.vocabulary import TracePhase
 
@@ -26,11 +27,27 @@ CHUNK_BYTES = 1 << 20  # well under gRPC's 4 MiB message limit; big enough that 
 TRACE_SUFFIXES = (".json", ".json.gz")  # Kineto's Chrome trace, as torch.profiler and Kineto name it
 
 
+class Owner(Protocol):
+    """The process whose files are served: who it is, the folder the daemon named for its output (which
+    it cannot change: nothing outside is served) and its user (the files must be that user's)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def host_pid(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def uid(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class Entry:
     """One file of one process to send, or why it (or, with no path, the process's files) is not sent."""
 
-    process: ProcessTrace
+    process: Owner
     path: str = ""
     name: str = ""
     trace: bool = False
@@ -57,7 +74,7 @@ def _process_entries(process: ProcessTrace, roots: Sequence[str]) -> Iterator[En
             name = os.path.relpath(path, process.root)
             # The process's Chrome trace is the first file it reports (the plugin and Kineto alike).
             is_trace = index == 0 and path == reported and path.endswith(TRACE_SUFFIXES)
-            yield Entry(process, path, name, is_trace, _refusal(path, process, roots))
+            yield Entry(process, path, name, is_trace, refusal(path, process, roots))
 
 
 def _files_of(reported: str) -> List[str]:
@@ -71,12 +88,12 @@ def _files_of(reported: str) -> List[str]:
     return found
 
 
-def _refusal(path: str, process: ProcessTrace, roots: Sequence[str]) -> str:
+def refusal(path: str, process: Owner, roots: Sequence[str]) -> str:
     """Why *path* is not served ("" when it is), on the path alone; the open file is checked again."""
     root = os.path.normpath(process.root)
     wanted = os.path.relpath(os.path.normpath(path), root)
     if wanted == os.pardir or wanted.startswith(os.pardir + os.sep):
-        return f"{path}: outside the trace's folder {process.root}"
+        return f"{path}: outside its folder {process.root}"
     real_root = os.path.realpath(root)
     if os.path.relpath(os.path.realpath(path), real_root) != wanted:
         return f"{path}: a symbolic link below {process.root}: not served"
@@ -91,7 +108,7 @@ def _open(path: str, uid: int) -> BinaryIO:
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
         if uid >= 0 and st.st_uid != uid:
-            raise OSError(f"{path}: owned by uid {st.st_uid}, not by the traced process's user (uid {uid})")
+            raise OSError(f"{path}: owned by uid {st.st_uid}, not by the process's user (uid {uid})")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -109,10 +126,10 @@ class Piece:
     data: bytes = b""
 
 
-async def chunks(trace: Trace, roots: Sequence[str]) -> AsyncIterator[Piece]:
-    """The trace's files as chunks, one file after the other; a file that cannot be read is one piece
-    with its error, and the next file follows. Disk reads run off the event loop."""
-    for entry in entries(trace, roots):
+async def chunks(files: Iterable[Entry]) -> AsyncIterator[Piece]:
+    """The files as chunks, one file after the other; a file that cannot be read is one piece with its
+    error, and the next file follows. Disk reads run off the event loop."""
+    for entry in files:
         if entry.error:
             yield Piece(entry, entry.error)
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import time
 from typing import List, Mapping, Optional
 
@@ -157,6 +158,11 @@ def split_list(text: Optional[str]) -> List[str]:
 def timestamp(ms: int) -> str:
     """``YYYYMMDDhhmmssmmm`` in local time, as msMonitor and msprof name their output."""
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+# npu-monitor's --log-file files as msMonitor names them (monitor/writers.file_name writes them), and as
+# msprof-analyze finds one rank's database: groups pid, rank, extension.
+MONITOR_FILE = re.compile(r"msmonitor_(\d+)_\d{17}_(-1|\d+)\.(db|jsonl)")
 
 
 MSMONITOR_SOCKET_DIR_ENV = "MSMONITOR_IPC_SOCKET_DIR"

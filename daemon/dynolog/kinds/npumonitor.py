@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from msmonitor_plugin import wire
 from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
@@ -26,6 +27,7 @@ from ..changed import Changed
 from ..delivery import Delivery
 from ..keyed import FieldKeys
 from ..model import CommandResult, Outcome, Targets, from_fields
+from ..monitor_files import MonitorOutput, MonitorOutputs
 from ..pipeline import Policy
 from ..registry import ProcessRecord
 from ..traces import TraceStore
@@ -33,6 +35,9 @@ from ..traces import TraceStore
 log = logging.getLogger("dynolog.monitor")
 
 ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what they did
+# How long a fetch of monitor files waits for the processes told to stop to say they did (their files
+# are closed then): a torch monitor's stop may end a sampling window first.
+STOP_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,12 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
     def __init__(self, delivery: Delivery) -> None:
         self._delivery = delivery
         self._answers: Dict[str, Dict[int, wire.MonitorEvent]] = {}
-        self._answered = Changed()
+        self._answered = Changed()  # each answer, and each process forgotten
         # Per host pid, the start its monitor runs with: what an auto-trace resumes it with afterwards.
         self.settings: Dict[int, NpuMonitorCommand] = {}
+        # Every folder a start sent as --log-file, kept after the monitor and the process ended: what
+        # `dyno npu-monitor --collect` fetches from.
+        self.outputs = MonitorOutputs()
 
     @classmethod
     def for_node(cls, traces: TraceStore, delivery: Delivery) -> NpuMonitor:
@@ -130,11 +138,26 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         for outcome in result.taken:
             if request.start:
                 self.settings[outcome.record.host_pid] = request
+                if os.path.isabs(request.log_file):  # a relative one is the process's to resolve
+                    self.outputs.remember(outcome.record, os.path.normpath(request.log_file))
             elif request.stop:
                 self.settings.pop(outcome.record.host_pid, None)
 
     def forget(self, host_pid: int) -> None:
         self.settings.pop(host_pid, None)
+        self._answered.notify()
+
+    async def stops_answered(
+        self, outputs: Sequence[MonitorOutput], writing: Callable[[MonitorOutput], bool]
+    ) -> None:
+        """Until no output is still *writing* after this daemon told its process to stop (its start
+        forgotten), or STOP_WAIT_S: ``--npu-monitor-stop --collect`` fetches the files once the processes
+        closed them, however long a stop takes beyond the command's own wait."""
+
+        def answered() -> bool:
+            return not any(writing(o) and o.host_pid not in self.settings for o in outputs)
+
+        await self._answered.until(answered, STOP_WAIT_S)
 
     def answered(self, record: ProcessRecord, event: wire.MonitorEvent) -> None:
         """A process's ``mm.monitor``: its monitor's state after a command, or after it stopped."""
@@ -148,7 +171,7 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         answers = self._answers.get(event.command_id)
         if answers is not None:
             answers[record.host_pid] = event
-            self._answered.notify()
+        self._answered.notify()
 
 
 def _describe(event: wire.MonitorEvent) -> str:

@@ -16,7 +16,7 @@ from dynoproto import API, validate
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
-from .. import __version__, admission, auth, fetch, targeting
+from .. import __version__, admission, auth, fetch, monitor_files, targeting
 from ..dispatch import IpcDispatcher
 from ..dynamic_session import DynamicSession, SessionStep
 from ..kinds import command_policies
@@ -144,7 +144,7 @@ class DynologService(pb_grpc.DynologServicer):
         node, trace = await self._find(request, context)
         node.kineto.refresh(trace)
         host = socket.gethostname()
-        async for piece in fetch.chunks(trace, self._trace_roots):
+        async for piece in fetch.chunks(fetch.entries(trace, self._trace_roots)):
             yield convert.file_chunk(piece, host)
 
     async def CancelTrace(
@@ -171,6 +171,23 @@ class DynologService(pb_grpc.DynologServicer):
                     yield convert.metrics_report(record, report, node.metrics.hostname)
         finally:
             node.metrics.unwatch(queue)
+
+    async def FetchMonitorFiles(
+        self, request: pb.FetchMonitorFilesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.FileChunk]:
+        """The files the selected processes' monitors wrote with --log-file, in chunks (see
+        dynolog.monitor_files for which are served)."""
+        node = await self._accept(context, [str(e) for e in validate.fetch_monitor_files(request)])
+        monitor = node.npumonitor
+        outputs = monitor.outputs.select(convert.targets(request.targets))
+
+        def writing(output: monitor_files.MonitorOutput) -> bool:
+            return output.in_use(node.registry.get(output.host_pid))
+
+        await monitor.stops_answered(outputs, writing)
+        host = socket.gethostname()
+        async for piece in fetch.chunks(monitor_files.entries(outputs, writing, self._trace_roots)):
+            yield convert.file_chunk(piece, host)
 
     async def Dynamic(
         self, request_iterator: AsyncIterator[pb.DynamicRequest], context: grpc.aio.ServicerContext
