@@ -8,7 +8,13 @@ trace's ``distributedInfo``:
                                               name they have under the trace's --log-file on the host
 
 ``<host>`` is the host as dyno reached it (each named once in a fan-out), ``<P>`` the pid on that host:
-two processes never share a name. Each file is written as a hidden ``.part`` and linked into place only
+two processes never share a name. ``dyno npu-monitor --collect DIR`` fetches the monitors' --log-file
+files (``FetchMonitorFiles``) as msprof-analyze reads a job — ``msprof-analyze cluster -d DIR`` takes
+each ``msmonitor_<pid>_<time>_<rank>.db`` up to five folders down as one rank, by that name:
+
+    DIR/<host>/msmonitor_<pid>_<time>_<rank>.db   each process's files, named as on the host
+
+Each file is written as a hidden ``.part`` and linked into place only
 when complete, so a reader never sees half a trace; an existing file is never replaced (it is named as
 not fetched instead), and the ``.part`` never outlives its fetch. Each folder is made by the fetch that
 writes into it and reached by descriptor (:class:`Folders`): one already there (a link another user
@@ -25,11 +31,12 @@ import re
 import secrets
 import sys
 from argparse import Namespace
-from typing import IO, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
+from typing import IO, Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
 
 import grpc
 
 from dynoproto import dynolog_pb2 as pb
+from msmonitor_plugin.vocabulary import MONITOR_FILE
 
 from . import fanout
 from .connection import connect, rpc_error
@@ -59,23 +66,73 @@ def check(args: Namespace) -> None:
         raise CliError("--collect fetches the files once every process wrote them: add --wait", EXIT_USAGE)
 
 
+# A daemon's stream of files (the stub, the deadline), and where each of its files goes in DIR (the
+# chunk, the host as dyno reached it).
+Stream = Callable[[Any, float], Iterable[pb.FileChunk]]
+Naming = Callable[[pb.FileChunk, str], str]
+
+
+class Source(NamedTuple):
+    """One daemon to fetch files from, and how."""
+
+    target: Target
+    stream: Stream
+    naming: Naming
+
+
+class Gathered(NamedTuple):
+    """What every host gave: how many files came, and how many could not be fetched."""
+
+    files: int
+    failed: int
+
+
 def requested(args: Namespace, sources: Sequence[Tuple[Target, str]], quiet: bool) -> str:
-    """With ``--collect DIR``, :func:`gather` into DIR; without it, nothing. Why some file is missing,
-    or "" when none is."""
-    return gather(sources, args.collect, args, quiet) if args.collect and sources else ""
+    """With ``--collect DIR``, each (host, trace id)'s files gathered into DIR; without it, nothing. Why
+    some file is missing, or "" when none is."""
+    if not (args.collect and sources):
+        return ""
+    fetched = [Source(one, _trace_files(trace_id), local_name) for one, trace_id in sources]
+    failed = gather(fetched, args.collect, args.wait_timeout, quiet).failed
+    return f"{failed} of the trace's files could not be fetched into {args.collect}" if failed else ""
 
 
-def gather(sources: Sequence[Tuple[Target, str]], folder: str, args: Namespace, quiet: bool) -> str:
-    """Fetch each (host, trace id)'s files into *folder*, a few hosts at once; print what came (on
-    stderr when *quiet*: stdout then holds --json). Returns why some file is missing, "" when none is."""
+def _trace_files(trace_id: str) -> Stream:
+    request = pb.GetTraceRequest(trace_id=trace_id)
+    return lambda stub, timeout: stub.FetchTraceFiles(request, timeout=timeout)
+
+
+def _monitor_files(targets: pb.Targets) -> Stream:
+    request = pb.FetchMonitorFilesRequest(targets=targets)
+    return lambda stub, timeout: stub.FetchMonitorFiles(request, timeout=timeout)
+
+
+def monitors(fleet: Sequence[Target], targets: pb.Targets, folder: str, timeout: float, quiet: bool) -> str:
+    """``dyno npu-monitor --collect DIR``: every host's monitor files of *targets* into DIR. Why some
+    file is missing, or none came at all; "" when all came."""
+    fetched = [Source(one, _monitor_files(targets), monitor_name) for one in fleet]
+    gathered = gather(fetched, folder, timeout, quiet)
+    if gathered.failed:
+        return f"{gathered.failed} of the monitors' files could not be fetched into {folder}"
+    if not gathered.files:
+        return (
+            "no npu-monitor files to fetch: no process these targets select was started with --log-file "
+            "by the daemons asked"
+        )
+    return ""
+
+
+def gather(sources: Sequence[Source], folder: str, timeout: float, quiet: bool) -> Gathered:
+    """Fetch each source's files into *folder*, a few hosts at once; print what came (on stderr when
+    *quiet*: stdout then holds --json), and why each missing file is."""
     os.makedirs(folder, exist_ok=True)
-    trace_ids = dict(sources)
+    by_target = {source.target: source for source in sources}
 
     def fetch(one: Target) -> Collected:
-        return collect(one, trace_ids[one], folder, args.wait_timeout, quiet)
+        return collect(by_target[one], folder, timeout, quiet)
 
-    parallel = min((one.parallel for one, _ in sources), default=1)
-    outcomes = fanout.gather([one for one, _ in sources], fetch, parallel)
+    parallel = min((source.target.parallel for source in sources), default=1)
+    outcomes = fanout.gather(list(by_target), fetch, parallel)
     failed = [f"{o.host}: {o.why}" for o in outcomes if o.answer is None]
     failed += [why for o in outcomes if o.answer is not None for why in o.answer.failed]
     files = [f for o in outcomes if o.answer is not None for f in o.answer.files]
@@ -89,15 +146,16 @@ def gather(sources: Sequence[Tuple[Target, str]], folder: str, args: Namespace, 
         file=out,
     )
     out.flush()
-    return f"{len(failed)} of the trace's files could not be fetched into {folder}" if failed else ""
+    return Gathered(len(files), len(failed))
 
 
-def collect(target: Target, trace_id: str, folder: str, timeout: float, quiet: bool) -> Collected:
-    """One host's files of *trace_id* into *folder*. A stream that breaks names the file it broke in;
-    a daemon that cannot be asked at all is a :class:`CliError`, as for any call."""
-    writer = Writer(folder, target.label, None if quiet else sys.stderr)
+def collect(source: Source, folder: str, timeout: float, quiet: bool) -> Collected:
+    """One host's files into *folder*. A stream that breaks names the file it broke in; a daemon that
+    cannot be asked at all is a :class:`CliError`, as for any call."""
+    target = source.target
+    writer = Writer(folder, target.label, source.naming, None if quiet else sys.stderr)
     with connect(target, "--collect") as stub:
-        stream = stub.FetchTraceFiles(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout)
+        stream = source.stream(stub, timeout)
         try:
             for chunk in stream:
                 writer.take(chunk)
@@ -124,6 +182,14 @@ def local_name(chunk: pb.FileChunk, host: str) -> str:
     if len(parts) > MAX_DEPTH:
         raise ValueError(f"{chunk.name[:60]!r}… is nested deeper than {MAX_DEPTH} folders")
     return os.path.join(prefix, *parts)
+
+
+def monitor_name(chunk: pb.FileChunk, host: str) -> str:
+    """Where a monitor's file goes, relative to DIR: its host's folder, under the name it has there (the
+    name msprof-analyze reads the rank from); ValueError for any other name a daemon sent."""
+    if not MONITOR_FILE.fullmatch(chunk.name):
+        raise ValueError(f"{chunk.name[:60]!r} is not an npu-monitor file's name")
+    return os.path.join(_UNSAFE.sub("_", host), chunk.name)
 
 
 class Folders:
@@ -235,8 +301,8 @@ def _exists(name: str, folder: int) -> bool:
 class Writer:
     """Writes one host's stream of chunks: a file is done when the next one starts, or the stream ends."""
 
-    def __init__(self, folder: str, host: str, progress: Optional[TextIO]) -> None:
-        self.folder, self.host, self.progress = folder, host, progress
+    def __init__(self, folder: str, host: str, naming: Naming, progress: Optional[TextIO]) -> None:
+        self.folder, self.host, self.naming, self.progress = folder, host, naming, progress
         self.files: List[str] = []
         self.failed: List[str] = []
         self.size = 0
@@ -274,7 +340,7 @@ class Writer:
     def _begin(self, chunk: pb.FileChunk) -> None:
         self._name = chunk.path or chunk.name
         try:
-            name = local_name(chunk, self.host)
+            name = self.naming(chunk, self.host)
             folder = self._folders.open(os.path.dirname(name))
             self._part = _Part(folder, os.path.basename(name), os.path.join(self.folder, name), chunk.size)
         except (OSError, ValueError) as exc:

@@ -16,7 +16,8 @@ from msmonitor_plugin.vocabulary import (
     split_list,
 )
 
-from ..cli import TARGETING, Command, Flag, check_fields, field_flag, fill
+from ..cli import TARGETING, Command, Flag, check_fields, directory, field_flag, fill
+from ..exits import EXIT_USAGE, CliError
 from ..output import as_dict, control, print_json, rank_text, table
 from ..target import Target, absolute_path
 
@@ -121,6 +122,16 @@ FLAGS = (
     *TARGETING,
     Flag("--watch", None, bool, False, "live table of the reports per host/rank/kind; Ctrl-C leaves"),
     Flag("--status", None, bool, False, "which processes monitor now"),
+    Flag(
+        "--collect",
+        None,
+        directory,
+        None,
+        "fetch the files the monitors wrote with --log-file from every host into DIR here (alone, or after "
+        "--npu-monitor-stop: a monitor still writing is not fetched), as msprof-analyze cluster -d DIR "
+        "reads a job: DIR/<host>/msmonitor_<pid>_<time>_<rank>.db; never overwrites",
+    ),
+    Flag("--collect-timeout", None, float, 600.0, "seconds --collect's fetch from one host takes at most"),
 )
 
 
@@ -129,6 +140,7 @@ def run(target: Target, args: Namespace) -> None:
 
     Example: dyno npu-monitor --npu-monitor-start --report-interval-s 10 --mspti-activity-kind Kernel,API
     On many hosts, one live table of every host's processes: dyno --hosts 'node[001-016]' npu-monitor --watch
+    A job's files, for msprof-analyze: dyno --hosts 'node[01-16]' npu-monitor --npu-monitor-stop --collect ./m
     """
     from dynoproto import validate
 
@@ -139,9 +151,13 @@ def run(target: Target, args: Namespace) -> None:
         return _status(target, request.targets)
     if args.watch and not (request.start or request.stop):
         return _watch(target, request.targets)
+    if args.collect and not request.stop:
+        return _raise(_collect([target], request.targets, args, target.json))
     request.log_file = absolute_path(target, request.log_file)
     check_fields(validate.npu_monitor(request))
     report_command(target, _send(target, request, args))
+    if args.collect:
+        _raise(_collect([target], request.targets, args, target.json))
     if args.watch:
         _watch(target, request.targets)
 
@@ -159,23 +175,45 @@ def across(target: Target, args: Namespace) -> None:
         return fanout.run(target, lambda one: _monitors(one, request.targets), view)
     if args.watch and not (request.start or request.stop):
         return _watch_across(target, fanout.fleet(target), request.targets)
+    if args.collect and not request.stop:
+        return _raise(_collect(fanout.fleet(target), request.targets, args, target.json))
     check_fields(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
     fleet = fanout.fleet(target)
     outcomes = fanout.gather(fleet, lambda one: _send(one, request, args), target.parallel, judge_command)
     fanout.show(target, outcomes, COMMAND_VIEW)
+    effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
+    missing = _collect(effective, request.targets, args, target.json) if args.collect else ""
     if args.watch:
-        effective = [one for one, o in zip(fleet, outcomes) if o.state == fanout.EFFECTIVE]
         _watch_across(target, effective, request.targets)
     fanout.verdict(outcomes)
+    _raise(missing)
 
 
 def _request(args: Namespace) -> pb.NpuMonitorRequest:
     from dynoproto import dynolog_pb2 as pb
 
     request = fill(pb.NpuMonitorRequest(), FLAGS, args)
+    if args.collect and (request.start or args.watch or args.status):
+        raise CliError(
+            "--collect fetches what stopped monitors wrote: give it alone or with --npu-monitor-stop",
+            EXIT_USAGE,
+        )
     if args.auto_trace is not None:
         request.auto_trace.CopyFrom(pb.AutoTrace(**args.auto_trace._asdict()))
     return request
+
+
+def _collect(fleet: Sequence[Target], targets: pb.Targets, args: Namespace, quiet: bool) -> str:
+    """The monitors' files of *targets* from every host of *fleet* into --collect's DIR; why some are
+    missing, "" when none is."""
+    from .. import collect
+
+    return collect.monitors(fleet, targets, args.collect, args.collect_timeout, quiet)
+
+
+def _raise(missing: str) -> None:
+    if missing:
+        raise CliError(missing)
 
 
 def _send(target: Target, request: pb.NpuMonitorRequest, args: Namespace) -> pb.CommandResponse:
