@@ -197,12 +197,13 @@ def test_a_name_a_daemon_sends_never_leaves_the_folder(name: str):
     )
 
 
-def test_fetching_files_is_for_operators_not_read_only_clients():
+@pytest.mark.parametrize("rpc", ["FetchTraceFiles", "FetchMonitorFiles"])
+def test_fetching_files_is_for_operators_not_read_only_clients(rpc: str):
     from dynolog.auth import AccessPolicy, Peer, authorize
     from dynoproto import SERVICE
 
     policy = AccessPolicy(read_only=("viewer",))
-    method = f"/{SERVICE}/FetchTraceFiles"
+    method = f"/{SERVICE}/{rpc}"
     refusal = authorize(Peer("viewer", 1), method, policy, lambda serial: None)
     assert refusal is not None and refusal.code == grpc.StatusCode.PERMISSION_DENIED
     assert authorize(Peer("alice", 2), method, policy, lambda serial: None) is None
