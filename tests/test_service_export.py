@@ -431,6 +431,57 @@ def test_profiler_db_curves(exported):
         db.close()
 
 
+def first_batch(*rids: Any) -> Dict[str, Any]:
+    return {"rid": [{"rid": rid, "iter": 0} for rid in rids], "type": 2}
+
+
+LINKED_SCHEDULER: List[Mark] = [  # nodeD-500: its own id 7 for the request chat-1; request 12 as a number
+    ("httpReq", "Request", 0, 0, 51, {"rid": "chat-1", "recvTokenSize=": 5, "type": 0}),
+    ("link", "Request", 0, 0, 51, {"type": 3, "from": "chat-1", "to": 7}),
+    ("httpReq", "Request", 1, 0, 51, {"rid": 12.0, "recvTokenSize=": 3, "type": 0}),
+    ("BatchSchedule", "Schedule", 2, 1, 52, first_batch(7, "012")),
+    ("httpRes", "Request", 10, 0, 51, {"rid": "chat-1", "replyTokenSize=": 1, "type": 0}),
+    ("httpRes", "Request", 11, 0, 51, {"rid": "12", "replyTokenSize=": 1, "type": 0}),
+]  # fmt: skip
+LINKED_WORKER: List[Mark] = [  # nodeD-501, its child: the model runs the batch under the scheduler's ids
+    ("modelExec", "ModelExecute", 3, 3, 53, first_batch("007", 12)),
+    ("forward", "ModelExecute", 3, 2, 53, first_batch(7.0, 12)),
+]  # fmt: skip
+
+
+def test_request_ids_are_formatted_and_linked_as_the_analyser_reads_them(tmp_path: Path):
+    """A numeric id is its integer as text (12.0, "012" and 12 are request 12); a link renames the
+    scheduler's id 7 to chat-1 in its marks and in those of its forward process (ppid), and is not drawn."""
+    trace = tmp_path / "prof" / "1115-0613" / "Trace_Service"
+    write_26(trace / "ms_service_nodeD-500.db", "nodeD", LINKED_SCHEDULER)
+    write_26(trace / "ms_service_nodeD-501.db", "nodeD", LINKED_WORKER, meta=[("ppid", "500")])
+    out = tmp_path / "out"
+    result = export(tmp_path / "prof", out)
+    assert result.returncode == 0, result.stderr
+    requests = {r["http_rid"]: r for r in read_csv(out / "request.csv")}
+    assert set(requests) == {"chat-1", "12"}
+    # the first token: from httpReq to the end of the worker's modelExec of iteration 0 (6 ms, 5 after)
+    assert requests["chat-1"]["first_token_latency(ms)"] == "6.0"
+    assert requests["12"]["first_token_latency(ms)"] == "5.0"
+    assert [r["res_list"] for r in read_csv(out / "batch.csv")] == [
+        str([{"rid": "chat-1", "iter": 0}, {"rid": "12", "iter": 0}])
+    ] * 2
+    events = json.loads((out / "chrome_tracing.json").read_text())
+    assert not [e for e in events if e["name"] == "link"]
+    flow = [(e["ph"], e["pid"], e["tid"]) for e in events if e.get("id") == "chat-1" and e["ph"] in "stf"]
+    assert flow == [("s", 500, "Request"), ("t", 500, "Schedule(52)"), ("t", 501, "ModelExecute(53)"),
+                    ("t", 501, "ModelExecute(53)"), ("f", 500, "Request")]  # fmt: skip
+    db = sqlite3.connect(out / "profiler.db")
+    try:
+        # one batch in two processes, joined by its res list: 2 requests from its schedule's start (2 ms)
+        # to its execution's end (6 ms) in the other process
+        assert [row[1:] for row in table(db, "prefill_gen_speed")] == [(500.0,) * 5]
+        tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "kvcache" not in tables and "request_status" not in tables, "no empty table, as the analyser"
+    finally:
+        db.close()
+
+
 def test_summary_writes_what_msserviceprofiler_analyze_does(exported):
     """r1..r5 have both ends; only r1 and r2 ran in batches (their modelExec 4 + 3 ms, their iterations
     ending with their forward spans at 9.5 and 14.5 ms)."""

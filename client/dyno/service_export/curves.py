@@ -18,13 +18,12 @@ from .analysis import (
     BATCH_EXEC_NAMES,
     SCHEDULE_NAMES,
     Cell,
-    batches,
     first_token_spans,
     np_round,
     us,
     when,
 )
-from .model import Recording
+from .model import Mark, Recording
 from .summary import percentile
 
 WINDOW_US = 100_000  # the analyser's fixed window for the time-grouped curves
@@ -170,18 +169,24 @@ class Step:
 
 
 def request_steps(recording: Recording) -> Dict[str, List[Step]]:
-    """Per request, its batches' execution spans at each iteration, and the schedule span of its first
-    (iteration 0), in time order (processor_req.py)."""
+    """Per request, the executions of each batch it was scheduled in, at its iteration there, and the
+    schedule span of its first (iteration 0), in time order (processor_req.py). A schedule span and an
+    execution are of one batch when their ``res`` lists read the same (the analyser's batch id), in
+    whichever processes they were recorded."""
+    runs: Dict[str, List[Mark]] = {}
+    for m in recording.marks:
+        if m.name in BATCH_EXEC_NAMES and m.members:
+            runs.setdefault(str(m.rid), []).append(m)
     steps: Dict[str, List[Step]] = {}
-    for batch in batches(recording):
-        members = batch.schedule.members
-        runs = [m for m in batch.spans if m.name in BATCH_EXEC_NAMES]
-        for rid, iteration in members:
+    for s in (m for m in recording.marks if m.name in SCHEDULE_NAMES and m.members):
+        size = len(s.members)
+        for rid, iteration in s.members:
             mine = steps.setdefault(rid, [])
-            mine += [Step(m.name, iteration, us(m.start_ns), us(m.end_ns), len(members)) for m in runs]
+            mine += [
+                Step(m.name, iteration, us(m.start_ns), us(m.end_ns), size) for m in runs.get(str(s.rid), [])
+            ]
             if iteration == 0:
-                s = batch.schedule
-                mine.append(Step(s.name, 0, us(s.start_ns), us(s.end_ns), len(members)))
+                mine.append(Step(s.name, 0, us(s.start_ns), us(s.end_ns), size))
     for mine in steps.values():
         mine.sort(key=lambda step: step.start_us)
     return steps

@@ -35,6 +35,7 @@ from .model import (
     Recording,
     parse_message,
 )
+from .rids import link_requests, renamed
 
 Rows = List[Tuple[Any, ...]]
 
@@ -114,6 +115,8 @@ class _Marks:
         self, name: str, domain: str, span: Tuple[int, int], tid: int, kind: str, attrs: Dict[str, Any]
     ) -> None:
         start, end = span
+        if "rid" in attrs:
+            attrs["rid"] = renamed(attrs["rid"], {})  # numeric ids formatted before members are counted
         members = self._iterations.members(attrs.get("rid"))
         self.marks.append(Mark(*self.where, name, domain, start, max(end, start), tid, kind, attrs, members))
 
@@ -269,4 +272,4 @@ def read_all(inputs: Inputs, progress: Callable[[str], None] = lambda line: None
         recording = read_operator(path, beside.get(key) or process_from_name(path, OPERATOR_PREFIX))
         progress(f"read {len(recording.api)} api calls, {len(recording.kernel)} kernels from {path}")
         merged.extend(recording)
-    return merged
+    return link_requests(merged)

@@ -121,11 +121,15 @@ def _batches(recording: Recording) -> Tuple[Rows, Rows]:
 
 
 def _analysis_tables(db: sqlite3.Connection, recording: Recording) -> None:
-    """The tables, their views (the analyser's renamed columns) and data_table, which lists the views."""
+    """The tables with rows (the analyser writes no empty frame), their views (the analyser's renamed
+    columns) and data_table, which lists the views."""
     db.execute("CREATE TABLE data_table (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, view_name TEXT)")
     insight_curves.create_translate(db)
     for out in _outputs(recording):
-        _create(db, out.table, out.table_header, out.rows)
+        rows = list(out.rows)
+        if not rows:
+            continue
+        _create(db, out.table, out.table_header, rows)
         if out.view:
             renamed = ", ".join(
                 f"{_quoted(t)} AS {_quoted(v)}" for t, v in zip(out.table_header, out.view_header)
