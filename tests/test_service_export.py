@@ -355,8 +355,9 @@ def test_profiler_db_has_the_analysers_tables_and_views(exported):
             ("r2", 1),
         ]
         exec_2 = db.execute("SELECT event, pid, start FROM batch_exec WHERE batch_id = 2").fetchall()
-        assert exec_2 == [("BatchSchedule", 200, T0_US + 11000), ("forward", 200, T0_US + 12500),
-                          ("modelExec", 200, T0_US + 12000)]  # fmt: skip
+        # in time order: the processes' marks are merged by start time, as the analyser merges them
+        assert exec_2 == [("BatchSchedule", 200, T0_US + 11000), ("modelExec", 200, T0_US + 12000),
+                          ("forward", 200, T0_US + 12500)]  # fmt: skip
         # the table has the analyser's column names, the view Insight reads the CSV's
         table = [row[1] for row in db.execute("PRAGMA table_info(request)")]
         view = [row[1] for row in db.execute("PRAGMA table_info(request_data)")]
@@ -480,6 +481,35 @@ def test_request_ids_are_formatted_and_linked_as_the_analyser_reads_them(tmp_pat
         assert "kvcache" not in tables and "request_status" not in tables, "no empty table, as the analyser"
     finally:
         db.close()
+
+
+def test_batch_types_are_corrected_by_the_nodes_prefill_or_decode_role(tmp_path: Path):
+    """A decode node's prefill batches count as Decode only where they are a request's last such batch,
+    else Other; a prefill node's decode batches are Other (plugin_trace.fix_batch_type)."""
+    trace = tmp_path / "prof" / "1115-0613" / "Trace_Service"
+    write_26(trace / "ms_service_nodeE-600.db", "nodeE", [
+        ("decodeRes", "Request", 0, 0, 61, {"rid": "a", "type": 0}),
+        ("BatchSchedule", "Schedule", 1, 0.5, 62, {"rid": [{"rid": "a", "iter": 0}], "type": 2}),
+        ("BatchSchedule", "Schedule", 2, 0.5, 62, {"rid": [{"rid": "a", "iter": 0}], "type": 2}),
+        ("BatchSchedule", "Schedule", 3, 0.5, 62, {"rid": [{"rid": "a", "iter": 1}], "type": 2}),
+    ])  # fmt: skip
+    write_26(trace / "ms_service_nodeE-700.db", "nodeE", [
+        ("prefillRes", "Request", 0, 0, 71, {"rid": "b", "type": 0}),
+        ("BatchSchedule", "Schedule", 1, 0.5, 72, {"rid": [{"rid": "b", "iter": 1}], "type": 2}),
+        ("BatchSchedule", "Schedule", 2, 0.5, 72, {"rid": [{"rid": "b", "iter": 0}], "type": 2}),
+    ])  # fmt: skip
+    out = tmp_path / "out"
+    result = export(tmp_path / "prof", out, "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    types = [(r["prof_id"][-3:], r["batch_type"]) for r in read_csv(out / "batch.csv")]
+    # in time order (ties in reading order); on the decode node a's last prefill batch is Decode
+    assert types == [
+        ("600", "Other"),
+        ("700", "Other"),
+        ("600", "Decode"),
+        ("700", "Prefill"),
+        ("600", "Decode"),
+    ]
 
 
 def test_summary_writes_what_msserviceprofiler_analyze_does(exported):

@@ -7,9 +7,9 @@
 It reads MindIE 26.0's recordings (``<prof_dir>/<MMDD-HHMM>/Trace_Service/ms_service_<host>-<pid>.db``,
 ``slice`` and its tables, as this plugin writes too), MindIE 8.3's (``Mstx``, no ``Trace_Service/``) and
 this project's earlier ones: found and checked to be finished (:mod:`.discover`), read into one
-:class:`~.model.Recording` of marks (:mod:`.read`, :mod:`.model`; request ids as the analyser reads them,
-:mod:`.rids`), derived as the analyser derives (:mod:`.analysis`, :mod:`.curves`, :mod:`.summary`) and
-written by format (:mod:`.reporters`). Standard library only.
+:class:`~.model.Recording` of marks (:mod:`.read`, :mod:`.model`; request ids and batch types as the
+analyser reads them, :mod:`.rids`, :mod:`.roles`), derived as the analyser derives (:mod:`.analysis`,
+:mod:`.curves`, :mod:`.summary`) and written by format (:mod:`.reporters`). Standard library only.
 """
 
 from .discover import (

@@ -20,6 +20,7 @@ from .analysis import (
     Cell,
     first_token_spans,
     np_round,
+    np_sum,
     us,
     when,
 )
@@ -36,7 +37,7 @@ def local_time(at_us: float) -> str:
 
 
 def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
+    return np_sum(values) / len(values)
 
 
 # --- req_latency ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .model import (
     parse_message,
 )
 from .rids import link_requests, renamed
+from .roles import correct_batch_types
 
 Rows = List[Tuple[Any, ...]]
 
@@ -272,4 +273,6 @@ def read_all(inputs: Inputs, progress: Callable[[str], None] = lambda line: None
         recording = read_operator(path, beside.get(key) or process_from_name(path, OPERATOR_PREFIX))
         progress(f"read {len(recording.api)} api calls, {len(recording.kernel)} kernels from {path}")
         merged.extend(recording)
-    return link_requests(merged)
+    # one timeline, as the analyser merges its processes' rows by start time (ties in reading order)
+    merged.marks.sort(key=lambda m: m.start_ns)
+    return correct_batch_types(link_requests(merged))
