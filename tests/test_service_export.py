@@ -240,12 +240,16 @@ def test_forward_csv(exported):
         "start_time(ms)", "end_time(ms)",
     ]  # fmt: skip
     engine = [r for r in rows if r["prof_id"] == "ms_service_nodeA-200"]
+    # dp_rank: the analyser's forward rows read a dp_rank the marks or meta name, never dpRankId
     assert [
-        (r["forward_iter"], r["during_time(ms)"], r["bubble_time(ms)"], r["dp_rank"]) for r in engine
+        (r["forward_iter"], r["during_time(ms)"], r["bubble_time(ms)"], r["dp_rank"], r["batch_type"])
+        for r in engine
     ] == [
-        ("1", "3.0", "3.0", "0"),  # the next forward starts 3 ms after this one ends
-        ("2", "2.0", "", "0"),
+        ("1", "3.0", "3.0", "", "Prefill"),  # the next forward starts 3 ms after this one ends
+        ("2", "2.0", "", "", "Decode"),  # typed as the BatchSchedule before it of its requests
     ]
+    # nodeB's forward has no batch type and no schedule span of its requests: not kept, as the analyser
+    assert {r["prof_id"] for r in rows} == {"ms_service_nodeA-200"}
     assert [r["relative_start_time(ms)"] for r in engine] == ["0.0", "6.0"]
     assert engine[0]["start_time(ms)"] == f"{T0_US // 1000 + 6.5}" and engine[0]["hostname"] == "nodeA"
 

@@ -75,6 +75,10 @@ def np_sum(values: Sequence[float]) -> float:
     return sum(values[whole:], total)
 
 
+def np_mean(values: Sequence[float]) -> float:
+    return np_sum(values) / len(values)
+
+
 def ms(ns: int) -> float:
     """Milliseconds as the analyser's millisecond columns hold them: its microseconds over 1000."""
     return us(ns) / 1000
@@ -438,23 +442,45 @@ class ForwardRow:
     end_time: float
 
 
+def typed_forwards(recording: Recording) -> List[Tuple[Mark, Cell]]:
+    """The ``forward`` spans the analyser keeps, each with its batch type (get_batch_info): where every
+    forward and schedule span has a type, all of them with their own; else only those whose requests
+    (their ids joined) a schedule span names too, each with the type of the latest such span before it
+    (its own before the first)."""
+    schedule = batch_name(recording.marks)
+    spans = [m for m in recording.marks if (m.name == "forward" and m.kind == SPAN) or m.name == schedule]
+    if all(batch_type(m) != "" for m in spans):
+        return [(m, batch_type(m)) for m in spans if m.name == "forward"]
+    scheduled = {",".join(m.request_ids) for m in spans if m.name == schedule}
+    latest: Dict[str, Cell] = {}
+    kept = []
+    for m in spans:
+        requests = ",".join(m.request_ids)
+        if m.name == schedule:
+            latest[requests] = batch_type(m)
+        elif requests in scheduled:
+            kept.append((m, latest.get(requests, batch_type(m))))
+    return kept
+
+
 def forward_rows(recording: Recording) -> List[ForwardRow]:
-    """Each ``forward`` span, numbered per recording, with the gap to the next one of the same recording
-    (``bubble_time``; none after the last) and its start relative to the host's first (milliseconds)."""
-    forwards = [m for m in recording.marks if m.name == "forward" and m.kind == SPAN]
-    if not forwards or not any(m.name == batch_name(recording.marks) for m in recording.marks):
+    """Each kept ``forward`` span, numbered per recording, with the gap to the next one of the same
+    recording (``bubble_time``; none after the last) and its start relative to the host's first
+    (milliseconds); ``dp_rank`` only where the span or its process's meta names one (``dp_rank``: the
+    analyser reads no ``dpRankId`` here)."""
+    if not any(m.name == batch_name(recording.marks) for m in recording.marks):
         return []
-    ranks = dp_ranks(recording)
+    forwards = typed_forwards(recording)
     host_start: Dict[str, int] = {}
-    for m in forwards:
+    by_prof: Dict[str, List[Tuple[Mark, Cell]]] = {}
+    for m, kind in forwards:
         host_start[m.process.host] = min(host_start.get(m.process.host, m.start_ns), m.start_ns)
-    by_prof: Dict[str, List[Mark]] = {}
-    for m in forwards:
-        by_prof.setdefault(m.prof_id, []).append(m)
+        by_prof.setdefault(m.prof_id, []).append((m, kind))
     rows = []
     for prof_id, marks in by_prof.items():
-        for i, m in enumerate(marks):
-            following = marks[i + 1] if i + 1 < len(marks) else None
+        for i, (m, kind) in enumerate(marks):
+            following = marks[i + 1][0] if i + 1 < len(marks) else None
+            meta = recording.meta.get(m.process, {})
             rows.append(
                 ForwardRow(
                     name=m.name,
@@ -465,11 +491,11 @@ def forward_rows(recording: Recording) -> List[ForwardRow]:
                     during_time=ms_between(m.start_ns, m.end_ns),
                     bubble_time=np_round(ms(following.start_ns) - ms(m.end_ns), 2) if following else "",
                     batch_size=str(len(m.members)),
-                    batch_type=batch_type(m),
+                    batch_type=kind,
                     forward_iter=i + 1,
-                    dp_rank=ranks.get(m.process, ""),
+                    dp_rank=_attr(m, "dp_rank") if _attr(m, "dp_rank") != "" else meta.get("dp_rank", ""),
                     prof_id=prof_id,
-                    hostname=recording.meta.get(m.process, {}).get("hostname", m.process.host),
+                    hostname=meta.get("hostname", m.process.host),
                     start_time=ms(m.start_ns),
                     end_time=ms(m.end_ns),
                 )

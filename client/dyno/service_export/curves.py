@@ -19,8 +19,8 @@ from .analysis import (
     SCHEDULE_NAMES,
     Cell,
     first_token_spans,
+    np_mean,
     np_round,
-    np_sum,
     us,
     when,
 )
@@ -34,10 +34,6 @@ FINISHING = ("httpReq", "httpRes", "DecodeEnd", "FINISHED")  # the marks a reque
 
 def local_time(at_us: float) -> str:
     return datetime.datetime.fromtimestamp(at_us / 1_000_000).strftime("%Y-%m-%d %H:%M:%S:%f")
-
-
-def mean(values: Sequence[float]) -> float:
-    return np_sum(values) / len(values)
 
 
 # --- req_latency ---------------------------------------------------------------------------------------
@@ -86,7 +82,7 @@ def req_latency_rows(recording: Recording) -> List[LatencyRow]:
         if (i + 1) % step == 0 or i == len(ends) - 1:
             so_far = every[:count]
             p50, p90, p99 = (np_round(percentile(so_far, p), 2) for p in (50, 90, 99))
-            rows.append(LatencyRow(local_time(end), np_round(mean(so_far), 2), p99, p90, p50,
+            rows.append(LatencyRow(local_time(end), np_round(np_mean(so_far), 2), p99, p90, p50,
                                    percentile(every, 50)))  # fmt: skip
     return rows
 
@@ -155,7 +151,7 @@ def first_token_rows(recording: Recording) -> List[FirstTokenRow]:
 
 
 def _speed_rows(samples: Sequence[Sample]) -> List[SpeedRow]:
-    return _by_window(samples, lambda at, v, all50: SpeedRow(at, *_quantiles(v), mean(v), all50))
+    return _by_window(samples, lambda at, v, all50: SpeedRow(at, *_quantiles(v), np_mean(v), all50))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import analysis
-from .analysis import np_round
+from .analysis import np_mean, np_round
 from .model import Mark, Recording, single_rid
 from .reporters.csv_tables import Skipped, write_csv
 
@@ -33,7 +33,7 @@ def percentile(values: Sequence[float], p: float) -> float:
     """numpy's linear percentile, its float steps included (from the upper value when the fraction is
     at least 0.5), so that rounding to 4 places lands where the analyser's does."""
     ordered = sorted(values)
-    position = (len(ordered) - 1) * p / 100
+    position = (len(ordered) - 1) * (p / 100)  # numpy scales by the fraction, which rounds differently
     low = int(position)
     a, b = ordered[low], ordered[min(low + 1, len(ordered) - 1)]
     t = position - low
@@ -45,7 +45,7 @@ def stats(values: Sequence[float]) -> List[float]:
     if not values:
         return [0.0] * 6
     figures = [
-        sum(values) / len(values),
+        np_mean(values),
         max(values),
         min(values),
         *(percentile(values, p) for p in (50, 90, 99)),
