@@ -6,8 +6,9 @@ installed) and exported by ``dyno service export --summary``, file by file.
     MINDIE_ANALYSER_SOURCE=<msserviceprofiler checkout> MINDIE_ANALYSER_PYTHON=<python with pandas, scipy,
     psutil, pydantic[, msguard]> .venv/bin/python -m pytest -q tests/test_service_analyser.py
 
-Every CSV column is compared, datetimes included (the analyser's float arithmetic is reproduced), and the
-names of profiler.db's tables' and views' columns; the summaries' figures to 1 in their last place. A
+Every CSV column is compared, datetimes included (the analyser's float arithmetic is reproduced), the
+names of profiler.db's tables' and views' columns, every row of its line charts' tables and views, the
+trace's processes and its events per track and phase; the summaries' figures to 1 in their last place. A
 missing value is written as pandas writes it: empty with pandas 3, ``<NA>`` or ``None`` with pandas 2
 (read here as empty). Under pandas 3 that analyser fails to write forward.csv and its table
 (``'prof_id'``): they are compared where they are written."""
