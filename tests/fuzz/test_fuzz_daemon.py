@@ -36,6 +36,8 @@ from fuzz_strategies import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynolog.kinds import command_policies
+from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from dynoproto import validate
@@ -253,8 +255,17 @@ def test_random_unary_requests_get_a_proper_status(
     if data.draw(st.booleans()) and hasattr(request, "log_file") and request.log_file.startswith("/tmp/fuzz"):
         request.log_file = str(root) + request.log_file[len("/tmp/fuzz") :]  # inside the trace root
     code, details = _outcome(lambda: getattr(stub, rpc)(request, timeout=10))
-    _check(rpc, request, check(request) if check else [], code, details)
+    _check(rpc, request, check(_as_the_daemon_reads(rpc, request)) if check else [], code, details)
     assert daemon.proc.poll() is None
+
+
+def _as_the_daemon_reads(rpc: str, request: Any) -> Any:
+    """A command kind's request as the daemon validates it: its model (floats as typed, not as float32
+    prints them), so the messages compared are the daemon's own."""
+    return convert.command(MODELS[rpc], request) if rpc in MODELS else request
+
+
+MODELS = {policy.rpc: policy.command for policy in command_policies()}
 
 
 # Every RPC that takes an output path, with a request that is valid but for that path.
@@ -307,11 +318,17 @@ def test_random_watches_get_a_proper_status(
     _, stub, _ = live
     code, details = _outcome(lambda: list(stub.WatchTrace(trace, timeout=5)))
     assert code in PROPER, f"WatchTrace answered {code.name}: {details}"
-    # A metrics watch streams until the client leaves: the deadline is ours, not a failure.
+    # A metrics watch streams until the client leaves: the deadline is ours, not a failure; targets that
+    # validation refuses are refused, naming each problem.
     code, details = _outcome(lambda: list(stub.WatchMetrics(metrics, timeout=0.2)))
-    assert code in {grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED}, (
-        f"WatchMetrics: {code.name} {details}"
+    errors = validate.watch_metrics(metrics)
+    expected = (
+        {grpc.StatusCode.INVALID_ARGUMENT}
+        if errors
+        else {grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED}
     )
+    assert code in expected, f"WatchMetrics: {code.name} {details}"
+    assert all(str(error) in details for error in errors), details
 
 
 # Last: datagrams can register this test process, which never answers a command it is sent.
