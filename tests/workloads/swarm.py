@@ -208,6 +208,15 @@ class SyntheticRecorder:
             json.dump({"traceEvents": events}, f)
         return [self._file]
 
+    def add_file(self, name: str, text: str) -> str:
+        path = os.path.join(self._dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def close(self) -> None:
+        pass  # holds no folder open
+
 
 def _type_of(data: bytes) -> str:
     return bytes(data[8 : wire.HEADER_SIZE]).split(b"\0", 1)[0].decode("ascii", "replace")
