@@ -112,13 +112,17 @@ def test_dyno_certs_init_material_passes_msmonitors_client_checks(
 
 
 @pytest.mark.torch
-def test_msmonitor_npu_monitor_in_tls_runs_a_plugin_jobs_monitor(
-    tls_daemon: Daemon, dirs: Dirs, start_workload
+def test_msmonitor_nputrace_and_npu_monitor_in_tls_reach_a_plugin_job(
+    tls_daemon: Daemon, dirs: Dirs, start_workload: Any, tmp_path: Path
 ) -> None:
     job = start_workload("train.py", tls_daemon.plugin_env(RANK="0"))
     wait_until(
         lambda: ask(tls_daemon, cli.STATUS, dirs.alice)["npumonitor"] == "Idle", what="the job to register"
     )
+    traced = ask(tls_daemon, cli.set_config(cli.msmonitor_nputrace(str(tmp_path), -1, 2)), dirs.alice)
+    assert traced["commandStatus"] == "effective" and traced["processesMatched"] == [job.pid], traced
+    wait_until(lambda: list(tmp_path.glob("*/*.pt.trace.json")), what="the trace's file")
+    wait_until(lambda: ask(tls_daemon, cli.STATUS, dirs.alice)["nputrace"] == "Idle", what="the trace to end")
     started = ask(tls_daemon, cli.set_config(cli.msmonitor_npu_monitor(True, interval_s=1)), dirs.alice)
     assert started["commandStatus"] == "effective" and started["processesMatched"] == [job.pid], started
     wait_until(lambda: ask(tls_daemon, cli.STATUS, dirs.alice)["npumonitor"] == "Running", what="the monitor")
