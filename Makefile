@@ -8,7 +8,7 @@ PY38 ?= $(shell for p in python3.8 $$HOME/.pyenv/versions/3.8*/bin/python3.8; do
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 8)' >/dev/null 2>&1 && echo $$p && break; done)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check test-py38 lint proto bench venv clean
+.PHONY: demo test check test-py38 peers lint proto bench venv clean
 
 $(STAMP): pyproject.toml plugin/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: $(STAMP) test-py38
+test: $(STAMP) test-py38 peers
 	$(PY) -m pytest -q
+
+# Published code the tests run against (msserviceprofiler, torch-npu, msprof-analyze, MindSpore), fetched
+# once into .peers/ before any test runs, so no test downloads; reused by later runs (tests/peers.py).
+peers: $(STAMP)
+	$(PY) tests/peers.py
 
 # The edit loop: unit and contract tests, without those marked torch (a real PyTorch training process)
 # or slow (tests/conftest.py says which and why); about 3 minutes on two cores. `make test` runs them all.

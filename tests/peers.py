@@ -176,3 +176,24 @@ MSPROF_ANALYZE = ("msprof-analyze==26.2.0",)
 def msprof_analyze() -> Path:
     """The ``msprof-analyze`` command of its virtual environment (about 350 MB; a minute the first time)."""
     return venv("msprof-analyze", MSPROF_ANALYZE).with_name("msprof-analyze")
+
+
+# msserviceprofiler's vLLM hooks, run unchanged against our ms_service_profiler (tests/test_service.py).
+MSSERVICEPROFILER = "msserviceprofiler==1.2.3"
+
+
+def fetch_all() -> None:
+    """Every peer the suite runs against, made now: the set-up step (``make peers``, which ``make test``
+    runs first), so that no test downloads. Each is made once and reused."""
+    for what, make in (
+        ("msserviceprofiler's wheel", lambda: unpacked(MSSERVICEPROFILER)),
+        ("torch-npu's wheel, its C extension stood in for", torch_npu_python),
+        ("msprof-analyze's environment", msprof_analyze),
+        ("MindSpore's environment", mindspore),
+    ):
+        print(f"peers: {what} ...", flush=True)
+        print(f"peers: {what}: {make()}", flush=True)
+
+
+if __name__ == "__main__":
+    fetch_all()

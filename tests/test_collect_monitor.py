@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import warnings
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import grpc
 import pytest
 
-import peers
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, Workload, wait_until
 from msmonitor_plugin.monitor import db_reader
 from test_collect import cluster, trainers  # noqa: F401 (cluster: the fixture)
 from test_fanout import A, B, Cluster
-from test_peer_msprof_analyze import analyse, check_compute_op_sum, database
+from test_peer_msprof_analyze import analyse, check_compute_op_sum, database, msprof_analyze  # noqa: F401
 
 
 def operators(path: Path) -> bool:
@@ -36,15 +34,10 @@ def operators(path: Path) -> bool:
     return False
 
 
-def made_msprof_analyze() -> Optional[Path]:
-    """msprof-analyze's command where its environment was made (tests/test_peer_msprof_analyze.py makes
-    it, a few hundred MB): this test reads with it, and does not fetch it."""
-    return peers.msprof_analyze() if (peers.PEERS / "msprof-analyze" / ".complete").exists() else None
-
-
 @pytest.mark.torch
 def test_collect_gathers_every_ranks_database_from_every_host_as_msprof_analyze_reads_a_job(
     cluster: Cluster,  # noqa: F811
+    msprof_analyze: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     jobs = trainers(cluster, tmp_path, process_group=False)
@@ -68,15 +61,7 @@ def test_collect_gathers_every_ranks_database_from_every_host_as_msprof_analyze_
     assert all(placed[a].read_bytes() == f.read_bytes() for a, f in zip((A, B), files))
     assert [f.name.rsplit("_", 1)[1] for f in files] == ["0.db", "1.db"]
 
-    analyser = made_msprof_analyze()
-    if analyser is None:
-        warnings.warn(
-            "msprof-analyze's environment is not under .peers/msprof-analyze (tests/"
-            "test_peer_msprof_analyze.py makes it): compute_op_sum on the collected folder not run",
-            stacklevel=1,
-        )
-        return
-    analyse(analyser, collected, tmp_path / "analysis", "compute_op_sum")
+    analyse(msprof_analyze, collected, tmp_path / "analysis", "compute_op_sum")
     with contextlib.closing(
         sqlite3.connect(tmp_path / "analysis" / "cluster_analysis_output" / "cluster_analysis.db")
     ) as db:

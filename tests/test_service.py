@@ -20,8 +20,6 @@ import peers
 from fake_mspti import fake_mspti_build
 from harness import BIN, Daemon, Workload, read_line_until, wait_until
 
-MSSERVICEPROFILER = "msserviceprofiler==1.2.3"
-
 
 class Service:
     """One config file, a HOME of its own, and the workloads that watch it."""
@@ -313,7 +311,7 @@ def test_with_the_daemon_the_state_shows_and_a_dynamic_window_is_refused_while_o
 @pytest.fixture(scope="session")
 def msserviceprofiler() -> Path:
     """The published msserviceprofiler wheel (its vLLM hooks import ``ms_service_profiler``), unpacked."""
-    return peers.unpacked(MSSERVICEPROFILER)
+    return peers.unpacked(peers.MSSERVICEPROFILER)
 
 
 def test_the_vllm_hooks_of_msserviceprofiler_run_unchanged(service, msserviceprofiler, tmp_path):
