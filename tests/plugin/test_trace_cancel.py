@@ -3,31 +3,14 @@ trace kind, with a stand-in recorder (runs on Python 3.8 too)."""
 
 import unittest
 
-from test_trace_session import RecorderStandIn, npu_command
+from test_trace_session import TracerTestCase, npu_command
 
 from msmonitor_plugin import wire
 from msmonitor_plugin.kinds.base import stop_text
-from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import Tracer
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
-class CancelTest(unittest.TestCase):
-    def setUp(self):
-        self.counter = StepCounter()
-        self.events = []
-        self.recorders = []
-
-        def factory(spec):
-            self.recorders.append(RecorderStandIn(spec))
-            return self.recorders[-1]
-
-        self.tracer = Tracer(self.counter, self.events.append, factory)
-
-    def steps(self, n):
-        for _ in range(n):
-            self.counter.step()
-
+class CancelTest(TracerTestCase):
     def cancel(self, trace_id, kind=CommandKind.NPUTRACE):
         self.tracer.accept(wire.Command(kind, trace_id, stop_text()))
 

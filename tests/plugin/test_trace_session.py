@@ -47,7 +47,9 @@ def npu_command(trace_id="7", **keys):
     return wire.Command(CommandKind.NPUTRACE, trace_id, "\n".join(f"{k}={v}" for k, v in text.items()))
 
 
-class SessionTest(unittest.TestCase):
+class TracerTestCase(unittest.TestCase):
+    """A Tracer over a step counter the test drives, recording with stand-ins (no test of its own)."""
+
     def setUp(self):
         self.counter = StepCounter()
         self.events = []
@@ -70,6 +72,8 @@ class SessionTest(unittest.TestCase):
             time.sleep(0.01)  # the writer runs on its own thread
         self.fail("the trace was never written")
 
+
+class SessionTest(TracerTestCase):
     def test_records_exactly_steps_s_to_s_plus_n_minus_1(self):
         self.steps(2)  # step 2 is running
         self.tracer.accept(npu_command())
