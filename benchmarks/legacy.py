@@ -28,34 +28,21 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-import grpc
-
 from _bench import Figure, percentile, report, running_daemon
-from dynoproto import dynolog_pb2 as pb
-from dynoproto import dynolog_pb2_grpc as pb_grpc
+from tls import connector, round_trips_us
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import legacy_cli as cli  # the bytes the dyno binaries send
 
-CALLS = 2000
-WARMUP = 200
 LEGACY_REQUESTS = 2000
 THREADS = 4
 HELD = 10_000  # the issue's figure: far more than a node's users ever open
 FLOOD_THREADS = 4
 
 
-def grpc_round_trips_us(port: int, calls: int = CALLS) -> List[float]:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = pb_grpc.DynologStub(channel)
-        for _ in range(WARMUP):
-            stub.GetStatus(pb.GetStatusRequest(), timeout=10)
-        samples = []
-        for _ in range(calls):
-            t0 = time.perf_counter_ns()
-            stub.GetStatus(pb.GetStatusRequest(), timeout=10)
-            samples.append((time.perf_counter_ns() - t0) / 1000)
-    return samples
+def grpc_round_trips_us(port: int) -> List[float]:
+    """As benchmarks/tls.py measures a warm channel's GetStatus, plaintext."""
+    return round_trips_us(connector(None), f"127.0.0.1:{port}")
 
 
 def legacy_status_us(port: int) -> float:

@@ -19,6 +19,7 @@ from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
 from .kinds.tracing import TracePolicy
 from .metrics import Metrics
+from .model import MsMonitorStatus
 from .pipeline import CommandPipeline, Policy
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
@@ -120,3 +121,10 @@ class Node:
     def close(self) -> None:
         self.metrics.close()
         self.incidents.close()
+
+
+def msmonitor_status(node: Optional[Node]) -> MsMonitorStatus:
+    """msMonitor's getStatus over the node's processes, as both edges answer it (none without the IPC)."""
+    records = list(node.registry) if node is not None else []
+    slots = [node.traces.slot_of(r) for r in records] if node is not None else []
+    return MsMonitorStatus.of(records, slots)

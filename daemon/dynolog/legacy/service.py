@@ -19,8 +19,7 @@ from ..kinds.npumonitor import NpuMonitor
 from ..kinds.nputrace import NpuTrace
 from ..limits import ClientLimiter, client_for
 from ..logs import Once
-from ..model import MsMonitorStatus
-from ..node import Node
+from ..node import Node, msmonitor_status
 from . import answer
 from .request import Call, CancelTrace, Failed, SetConfig, parse
 
@@ -79,7 +78,7 @@ class LegacyService:
         if isinstance(request, Call):
             if request.fn == legacy.GET_VERSION:
                 return answer.version(__version__)
-            return answer.status(self._status())
+            return answer.status(msmonitor_status(self._node))
         if isinstance(request, Failed):
             return answer.refused(request.why)
         if isinstance(request, CancelTrace):
@@ -115,12 +114,6 @@ class LegacyService:
         if self._said((caller.describe(), why)):
             log.warning("legacy %s from %s refused: %s", kind, caller.describe(), why)
         return answer.refused(why)
-
-    def _status(self) -> MsMonitorStatus:
-        node = self._node
-        records = list(node.registry) if node is not None else []
-        slots = [node.traces.slot_of(r) for r in records] if node is not None else []
-        return MsMonitorStatus.of(records, slots)
 
     def _rpc(self, request: Any) -> str:
         """The gRPC method the request is the legacy spelling of: what it is authorized and limited as."""

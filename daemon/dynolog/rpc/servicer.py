@@ -21,8 +21,7 @@ from ..dispatch import IpcDispatcher
 from ..dynamic_session import DynamicSession, SessionStep
 from ..kinds import command_policies
 from ..kinds.dynamic import Controller, Holds
-from ..model import MsMonitorStatus
-from ..node import Node
+from ..node import Node, msmonitor_status
 from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
 from ..traces import Trace, TraceSlot
@@ -69,8 +68,7 @@ class DynologService(pb_grpc.DynologServicer):
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetStatusResponse:
-        processes = self._records()
-        records = [r for r, _ in processes]
+        records = list(self._node.registry) if self._node is not None else []
         response = pb.GetStatusResponse(
             hostname=socket.gethostname(),
             version=__version__,
@@ -81,7 +79,7 @@ class DynologService(pb_grpc.DynologServicer):
             plugin_processes=sum(ClientKind.PLUGIN in r.clients for r in records),
             kineto_processes=sum(ClientKind.KINETO in r.clients for r in records),
             tls=self._tls,
-            msmonitor=convert.msmonitor_status(MsMonitorStatus.of(records, [slot for _, slot in processes])),
+            msmonitor=convert.msmonitor_status(msmonitor_status(self._node)),
         )
         if self._node is not None:
             response.dropped.update(self._node.drops.snapshot())
