@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -76,12 +77,20 @@ def test_a_stopped_process_is_forgotten_after_the_keepalive_and_not_before(start
         job.proc.send_signal(signal.SIGCONT)
 
 
-def test_a_killed_process_is_forgotten(start_daemon, start_workload):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_process_is_forgotten_at_once(start_daemon, start_workload, sig):
+    """No goodbye, and the sweep is 5 s away: the daemon's pidfd on the process tells it of the exit."""
     daemon = start_daemon("--process-keepalive-s", "60")
     job = start_workload("idle.py", daemon.plugin_env(), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
-    job.kill()  # no goodbye: its /proc entry is gone, which the sweep notices
-    wait_until(lambda: daemon.process(job.pid) is None, timeout=15, what="the sweep to notice")
+    assert job.proc is not None
+    job.proc.send_signal(sig)
+    job.proc.wait(10)
+    exited = time.monotonic()
+    wait_until(lambda: daemon.process(job.pid) is None, timeout=10, what="the exit to be noticed")
+    took = time.monotonic() - exited
+    assert f"process {job.pid} exited" in daemon.log_file.read_text(), "the sweep, not the pidfd, saw it"
+    assert took < 1.0, f"forgotten {took:.2f} s after it exited"
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):

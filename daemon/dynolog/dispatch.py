@@ -14,6 +14,7 @@ from . import __version__
 from .clients import polling
 from .ipc import MSMONITOR, IpcCounters, IpcEndpoint, Sender
 from .node import Node
+from .pidwatch import PidWatch
 from .registry import ClientKind, ProcessRecord
 
 log = logging.getLogger("dynolog.ipc")
@@ -41,6 +42,7 @@ class IpcDispatcher:
             wire.DATA: self._on_data,
         }
         self._expiry: Optional[asyncio.TimerHandle] = None
+        self._pidwatch: Optional[PidWatch] = None  # each registered process's exit, learnt as it happens
 
     def open(self, loop: asyncio.AbstractEventLoop, addresses: Sequence[Tuple[wire.Address, str]]) -> None:
         """Serve each (address, flavour): dynolog's own address, and msMonitor's sockets when configured."""
@@ -48,11 +50,14 @@ class IpcDispatcher:
             endpoint = IpcEndpoint(address, self.dispatch, self.counters, flavour)
             endpoint.open(loop)
             self.endpoints.append(endpoint)
+        self._pidwatch = PidWatch(loop, self._exited)
         self._schedule_expiry(loop)
 
     def close(self) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
+        if self._pidwatch is not None:
+            self._pidwatch.close()
         for endpoint in self.endpoints:
             endpoint.close()
         self.endpoints.clear()
@@ -155,6 +160,8 @@ class IpcDispatcher:
         new = self.node.registry.get(sender.pid) is None
         record = register()
         if new:
+            if self._pidwatch is not None:
+                self._pidwatch.watch(sender.pid)
             log.info(
                 "registered process %d (%s, job %d, rank %d)",
                 record.host_pid,
@@ -172,6 +179,13 @@ class IpcDispatcher:
         # then retries more slowly than its reports, and a live process must not be forgotten for that.
         record.last_seen = time.monotonic()
         return record
+
+    def _exited(self, host_pid: int) -> None:
+        """The kernel said the process exited (SIGKILL and SIGTERM included): forget it now."""
+        record = self.node.registry.exited(host_pid)
+        if record is not None:
+            log.info("process %d exited (job %d, rank %d)", host_pid, record.job_id, record.rank)
+            self.node.process_gone(record, "exited")
 
     def _poller_kind(self, endpoint: IpcEndpoint, sender: Sender) -> ClientKind:
         """A ``req`` on msMonitor's socket, or from a process that sent ``ctxt``, is msMonitor's client."""

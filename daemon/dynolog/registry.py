@@ -246,6 +246,20 @@ class Registry:
             self._forget(record.host_pid)
         return stale
 
+    def exited(self, host_pid: int) -> Optional[ProcessRecord]:
+        """The kernel said *host_pid* exited: forget it at once; its record, unless it was a helper (which
+        leaves its job's record) or was forgotten already."""
+        self._orphans.discard(host_pid)
+        job = self._helpers.get(host_pid)
+        if job is not None:
+            self._drop_helper(host_pid, self._by_pid[job])
+            return None
+        if host_pid not in self._by_pid:
+            return None
+        record = self._by_pid[host_pid]
+        self._forget(host_pid)
+        return record
+
     def _drop_helper(self, helper: int, job: ProcessRecord) -> None:
         del self._helpers[helper]
         job.helpers.discard(helper)
