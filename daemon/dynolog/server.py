@@ -24,7 +24,7 @@ from msmonitor_plugin import wire
 
 from . import __version__, ipc, logs
 from .auth import AccessPolicy, AuthInterceptor, RefusalLog
-from .config import NO_CERTS, DaemonConfig
+from .config import NO_CERTS, DaemonConfig, ignored_flag_warning
 from .dispatch import IpcDispatcher
 from .incidents import incident_settings
 from .ipc import IpcError
@@ -99,8 +99,6 @@ class Daemon:
         for name in ("", SERVICE):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         _warn_long_socket_dir(config.ipc_socket_dir)
-        for name in config.ignored_flags:
-            log.warning("flag --%s belongs to the C++ dynolog and is ignored here", name)
         ipc = ", ".join(e.describe() for e in self.ipc.endpoints) if self.ipc else "off"
         log.info(
             "dynolog %s serving gRPC%s on %s:%d, IPC %s",
@@ -134,9 +132,7 @@ class Daemon:
         sinks: List[Sink] = []
         try:
             if config.metric_log_dir is not None:
-                from .sinks.tensorboard import TensorBoardSink  # only when asked: a heavy import
-
-                sinks.append(TensorBoardSink(config.metric_log_dir))
+                sinks.append(_tensorboard_sink(config.metric_log_dir))
             if config.prometheus_port:
                 sinks.append(PrometheusSink(config.prometheus_address, config.prometheus_port))
             if config.use_json and config.log_file is not None:
@@ -318,19 +314,44 @@ def _is_loopback(address: str) -> bool:
         return False
 
 
+def _tensorboard_sink(log_dir: Path) -> Sink:
+    """Only when asked: a heavy import, and an optional extra (tensorboardX brings numpy)."""
+    try:
+        from .sinks.tensorboard import TensorBoardSink
+    except ImportError as exc:
+        raise StartupError(
+            f"--metric-log-dir needs tensorboardX, which is not installed ({exc}): "
+            "pip install 'msmonitor-dynolog[tensorboard]'"
+        ) from None
+    return TensorBoardSink(log_dir)
+
+
+async def _serve(config: DaemonConfig) -> None:
+    # The daemon is made inside the loop: on Python 3.9 an asyncio.Event binds to the loop current when
+    # it is made, and one made before asyncio.run would belong to another loop.
+    await Daemon(config).run()
+
+
+def _say(level: int, line: str, on_stderr: bool) -> None:
+    """*line* in the log, and on stderr unless the log goes there already."""
+    log.log(level, "%s", line)
+    if not on_stderr:
+        print(f"dynolog: {line}", file=sys.stderr)
+
+
 def run(config: DaemonConfig) -> int:
     try:
         on_stderr = logs.configure(config.log_file or Path(), config.log_level, config.logtostderr)
     except OSError as exc:
         print(f"dynolog: cannot write the log file {config.log_file}: {exc.strerror}", file=sys.stderr)
         return 1
+    for name in config.ignored_flags:  # on stderr too, where whoever starts the daemon looks
+        _say(logging.WARNING, ignored_flag_warning(name), on_stderr)
     try:
-        asyncio.run(Daemon(config).run())
+        asyncio.run(_serve(config))
     except StartupError as exc:
         for line in str(exc).splitlines():  # certificate problems come one per line
-            log.error("%s", line)
-            if not on_stderr:
-                print(f"dynolog: {line}", file=sys.stderr)
+            _say(logging.ERROR, line, on_stderr)
         return 1
     finally:
         logs.shutdown()
