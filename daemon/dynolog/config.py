@@ -1,7 +1,9 @@
 """Daemon settings and their command line, in the spellings dynolog and msMonitor documents use.
 
-Both ``--flag-name`` and ``--flag_name`` are accepted, booleans also as gflags writes them
-(``--flag=true``, ``--noflag``), and ``--flagfile`` reads one flag per line as dynolog's systemd unit does.
+Both ``--flag-name`` and ``--flag_name`` are accepted, and every spelling gflags takes: ``-flag`` as
+well as ``--flag``, a value after ``=`` or as the next argument, booleans as ``--flag``, ``--flag=true``
+or ``--noflag``; ``--flagfile`` reads one flag per line as dynolog's systemd unit does. The flags of the
+C++ daemons that this one does not need are accepted with a warning (IGNORED_UPSTREAM_FLAGS).
 """
 
 from __future__ import annotations
@@ -12,24 +14,80 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from msmonitor_plugin.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
 from . import __version__
 
 NO_CERTS = "NO_CERTS"
-# Flags of the C++ dynolog that an existing flagfile may carry; accepted with a warning.
-IGNORED_UPSTREAM_FLAGS = (
-    "enable_perf_monitor",
-    "enable_gpu_monitor",
-    "kernel_monitor_reporting_interval_s",
-    "perf_monitor_reporting_interval_s",
-    "dcgm_reporting_interval_s",
-    "use_ODS",
-    "use_scuba",
-    "use_fbrelay",
-)
+
+
+@dataclass(frozen=True)
+class UpstreamFlag:
+    """A flag the C++ dynolog, msMonitor's daemon or their glog define that this daemon does not need."""
+
+    gflags_type: str  # "bool": --flag, --flag=BOOL, --noflag; any other type takes a value
+    why: str  # why it is not needed here, for the warning
+
+    @property
+    def is_bool(self) -> bool:
+        return self.gflags_type == "bool"
+
+
+def _unused(why: str, flags: str) -> Dict[str, UpstreamFlag]:
+    """*flags*: ``name:type`` pairs, the type as gflags declares it."""
+    pairs = (item.split(":") for item in flags.split())
+    return {name: UpstreamFlag(gflags_type, why) for name, gflags_type in pairs}
+
+
+_SINKS = "npu-monitor reports go to --use_JSON, --prometheus-port or --metric-log-dir instead"
+# Accepted, with a warning on stderr and in the log, so an existing flagfile keeps working.
+# tests/data/upstream_flags.tsv lists them from the sources, and the tests hold this table to it.
+IGNORED_UPSTREAM_FLAGS: Dict[str, UpstreamFlag] = {
+    **_unused(
+        "this daemon collects no host metrics (kernel, network, perf counters); what it reports comes "
+        "from the training processes",
+        "enable_perf_monitor:bool kernel_monitor_reporting_interval_s:int32 "
+        "perf_monitor_reporting_interval_s:int32 filter_nic_interfaces:bool allow_interface_prefixes:string",
+    ),
+    **_unused(
+        "device metrics come from the training processes' own profilers (npu-monitor), not DCGM or TPU",
+        "enable_gpu_monitor:bool dcgm_reporting_interval_s:int32 dcgm_lib_path:string "
+        "dcgm_major_version:int32 dcgm_fields:string dcgm_standalone_address:string "
+        "enable_env_var_attribution:bool enable_tpu_monitor:bool tpu_reporting_interval_s:int32 "
+        "tpu_scrape_timeout_ms:int32 tpu_device_plugin_url:string",
+    ),
+    **_unused(
+        "processes are attributed by the job id they register with, not by Kubernetes pod resources",
+        "enable_pod_resources_attribution:bool pod_resources_socket:string pod_resources_gpu_resource:string "
+        "pod_resources_tpu_resource:string env_attribution_mappings_file:string",
+    ),
+    **_unused("the Prometheus exporter is on whenever --prometheus-port is given", "use_prometheus:bool"),
+    **_unused(
+        f"this metric sink is not built in; {_SINKS}",
+        "use_ODS:bool use_scuba:bool use_fbrelay:bool use_udsrelay:bool use_otlp:bool use_otel:bool "
+        "use_otel_for_kernel_monitor:bool fbrelay_port:int32 fbrelay_address:string category_id:string "
+        "ods_entity_prefix:string scribe_category:string access_token:string certificate_path:string "
+        "otel_endpoint:string otel_resource_env_file:string otel_resource_attrs:string "
+        "otel_metric_mappings_file:string otlp_endpoint:string otlp_service_name:string otlp_headers:string "
+        "otlp_timeout_ms:int32 otlp_max_queue_size:int32 otlp_ssl_ca_cert_path:string "
+        "otlp_ssl_client_cert_path:string otlp_ssl_client_key_path:string",
+    ),
+    **_unused(
+        "glog's; this daemon logs to --log-file at --log-level, and to stderr with --logtostderr",
+        "alsologtostderr:bool colorlogtostderr:bool colorlogtostdout:bool logtostdout:bool "
+        "timestamp_in_logfile_name:bool drop_log_memory:bool log_file_header:bool log_prefix:bool "
+        "log_year_in_prefix:bool log_utc_time:bool stop_logging_if_full_disk:bool symbolize_stacktrace:bool "
+        "stderrthreshold:int32 minloglevel:int32 logbuflevel:int32 logbufsecs:int32 logcleansecs:int32 "
+        "logemaillevel:int32 logfile_mode:int32 max_log_size:uint32 v:int32 alsologtoemail:string "
+        "logmailer:string log_dir:string log_link:string log_backtrace_at:string vmodule:string",
+    ),
+}
+
+
+def ignored_flag_warning(name: str) -> str:
+    return f"--{name} is a flag of the C++ daemon and is ignored here: {IGNORED_UPSTREAM_FLAGS[name].why}"
 
 
 def _bool(text: str) -> bool:
@@ -285,6 +343,7 @@ def _spellings(name: str) -> List[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dynolog",
+        allow_abbrev=False,  # gflags takes whole names only
         description="Per-node daemon of msMonitor: serves `dyno` over gRPC and the processes of this node "
         "over local IPC.",
         epilog="Flags may be written --flag-name or --flag_name. "
@@ -303,50 +362,90 @@ def build_parser() -> argparse.ArgumentParser:
         "--flagfile", help="read flags from this file, one per line (as dynolog's systemd unit does)"
     )
     parser.add_argument("--version", action="version", version=f"dynolog {__version__}")
-    for name in IGNORED_UPSTREAM_FLAGS:
+    for name, upstream in IGNORED_UPSTREAM_FLAGS.items():
+        value: Dict[str, Any] = (
+            dict(nargs="?", const=True, type=_bool)
+            if upstream.is_bool
+            else dict(type=_GFLAGS_TYPES[upstream.gflags_type])
+        )
         parser.add_argument(
-            *_spellings(name),
-            dest=f"ignored_{name}",
-            nargs="?",
-            const="",
-            default=None,
-            help=argparse.SUPPRESS,
+            *_spellings(name), dest=f"ignored_{name}", default=None, help=argparse.SUPPRESS, **value
         )
     return parser
 
 
-def expand_flagfiles(argv: Sequence[str]) -> List[str]:
-    """Replace each ``--flagfile=F`` with F's flags (blank lines and ``#`` comments skipped)."""
+# gflags' value types, checked as the C++ daemon would check them although the value is unused.
+_GFLAGS_TYPES: Dict[str, Callable[[str], Any]] = {"int32": int, "uint32": int, "string": str}
+_FLAGFILE = ("--flagfile", "-flagfile")
+
+
+def expand_flagfiles(argv: Sequence[str], within: Sequence[Path] = ()) -> List[str]:
+    """Replace each ``--flagfile=F`` (or ``--flagfile F``, ``-flagfile``) with F's flags, one per line,
+    blank lines and ``#`` comments skipped; a flagfile may name others, as gflags allows."""
     expanded: List[str] = []
     args = list(argv)
     while args:
         arg = args.pop(0)
-        if arg == "--flagfile" and args:
-            arg = "--flagfile=" + args.pop(0)
-        if arg.startswith("--flagfile="):
-            path = Path(arg.split("=", 1)[1])
-            try:
-                lines = path.read_text().splitlines()
-            except OSError as exc:
-                raise SystemExit(f"dynolog: cannot read --flagfile {path}: {exc.strerror}") from None
-            expanded += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-        else:
+        name, has_value, value = arg.partition("=")
+        if name not in _FLAGFILE:
             expanded.append(arg)
+            continue
+        if not has_value and not args:
+            raise SystemExit(f"dynolog: {name} needs a file: {name}=FILE")
+        expanded += _read_flagfile(Path(value if has_value else args.pop(0)), within)
     return expanded
 
 
-def _gflags_negations(argv: Sequence[str]) -> List[str]:
-    """gflags' ``--noflag`` spelling of a false boolean."""
-    booleans = {f.name for f in dataclasses.fields(DaemonConfig) if f.type in ("bool", bool)}
+def _read_flagfile(path: Path, within: Sequence[Path]) -> List[str]:
+    if path.resolve() in within:
+        chain = " -> ".join(str(p) for p in (*within, path.resolve()))
+        raise SystemExit(f"dynolog: --flagfile {path} includes itself ({chain}); remove the loop")
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise SystemExit(f"dynolog: cannot read --flagfile {path}: {exc.strerror}") from None
+    flags = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if not text.startswith("-"):  # gflags' per-program sections: a line naming binaries
+            raise SystemExit(
+                f"dynolog: --flagfile {path} line {number}: {text!r} is not a flag; write one --flag or "
+                "--flag=value per line"
+            )
+        flags.append(text)
+    return expand_flagfiles(flags, (*within, path.resolve()))
+
+
+def _gflags_spellings(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
+    """gflags' spellings in argparse's: ``-flag`` as ``--flag``, and ``--noflag`` (``-noflag``) of a
+    boolean as ``--flag=false``. Anything else is left for argparse to accept or refuse by name."""
+    options: Set[str] = {option for action in parser._actions for option in action.option_strings}
+    booleans = {
+        option for action in parser._actions if action.type is _bool for option in action.option_strings
+    }
     out = []
     for arg in argv:
-        name = arg[4:].replace("-", "_") if arg.startswith("--no") else ""
-        out.append(f"--{name}=false" if name in booleans else arg)
+        name, has_value, value = arg.partition("=")
+        if name.startswith("-") and not name.startswith("--") and "-" + name in options:
+            name = "-" + name
+        negated = "--" + name.lstrip("-")[2:]
+        if (
+            not has_value
+            and name not in options
+            and name.lstrip("-").startswith("no")
+            and negated in booleans
+        ):
+            out.append(negated + "=false")
+        else:
+            out.append(name + has_value + value)
     return out
 
 
 def parse_args(argv: Sequence[str]) -> DaemonConfig:
-    ns = build_parser().parse_args(_gflags_negations(expand_flagfiles(argv)))
+    parser = build_parser()
+    ns = parser.parse_args(_gflags_spellings(expand_flagfiles(argv), parser))
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(DaemonConfig) if "flag" in f.metadata}
     ignored = [name for name in IGNORED_UPSTREAM_FLAGS if getattr(ns, f"ignored_{name}") is not None]
     return DaemonConfig(**values, ignored_flags=ignored).resolved()

@@ -94,6 +94,10 @@ class Daemon:
         if self._port is not None:
             self.port = await self._open_port(tls, limiter)
         else:
+            try:
+                _probe(config.listen_address, config.port)
+            except OSError as exc:
+                raise _cannot_listen(config.grpc_target, exc) from None
             self.port = self._add_grpc_port(config.grpc_target, tls)
         await self._server.start()
         for name in ("", SERVICE):
@@ -205,9 +209,7 @@ class Daemon:
                 config.listen_address, config.port, service, (_GRPC_BEHIND, grpc_port), tls
             )
         except OSError as exc:
-            raise StartupError(
-                f"cannot listen on {config.grpc_target}: {exc.strerror or exc} (is another dynolog running?)"
-            ) from None
+            raise _cannot_listen(config.grpc_target, exc) from None
 
     def _access_policy(self) -> AccessPolicy:
         config = self.config
@@ -303,6 +305,23 @@ def _host_names(config: DaemonConfig) -> List[str]:
     elif config.listen_address not in ("0.0.0.0", "::", ""):
         names.append(config.listen_address)
     return list(dict.fromkeys(names))
+
+
+def _cannot_listen(target: str, exc: OSError) -> StartupError:
+    return StartupError(f"cannot listen on {target}: {exc.strerror or exc} (is another dynolog running?)")
+
+
+def _probe(host: str, port: int) -> None:
+    """Bind what gRPC is about to bind, and let go: a port in use is then said in one line of ours, not
+    first in the log gRPC's C core writes on stderr."""
+    if port == 0:
+        return
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            probe.bind(address)
 
 
 def _is_loopback(address: str) -> bool:
