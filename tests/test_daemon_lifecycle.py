@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Callable
@@ -68,6 +69,20 @@ def test_bad_flags_are_refused_with_a_message_naming_them(tmp_path: Path, args, 
     result = run_dynolog("--port", "0", "--log-file", str(tmp_path / "d.log"), *args)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("legacy_rpc", ["on", "off"])
+def test_a_port_in_use_is_said_in_one_line_without_grpcs_log(tmp_path: Path, legacy_rpc: str):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_dynolog(
+            "--port", str(port), f"--legacy-rpc={legacy_rpc}", "--log-file", str(tmp_path / "d.log")
+        )
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()  # nothing from gRPC's C core ("E1201 12:00:00.0 ... add_port.cc")
+    assert line.startswith(f"dynolog: cannot listen on 127.0.0.1:{port}: ") and "in use" in line, line
 
 
 def test_version_flag():
