@@ -190,7 +190,7 @@ class GetStatusResponse(_message.Message):
     tls: bool
     msmonitor: MsMonitorStatus
     dropped: _containers.ScalarMap[str, int]
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: _Optional[bool] = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: _Optional[bool] = ..., msmonitor: _Optional[_Union[MsMonitorStatus, _Mapping]] = ..., dropped: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., pid: _Optional[int] = ..., uptime_s: _Optional[float] = ..., ipc_enabled: bool = ..., ipc_addresses: _Optional[_Iterable[str]] = ..., processes: _Optional[int] = ..., plugin_processes: _Optional[int] = ..., kineto_processes: _Optional[int] = ..., ipc: _Optional[_Union[IpcCounters, _Mapping]] = ..., tls: bool = ..., msmonitor: _Optional[_Union[MsMonitorStatus, _Mapping]] = ..., dropped: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class MsMonitorStatus(_message.Message):
     __slots__ = ("nputrace", "npumonitor", "current_step", "start_step", "stop_step")
@@ -317,7 +317,7 @@ class ProcessOutcome(_message.Message):
     reason: Reason
     detail: str
     expected_output: str
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., triggered: _Optional[bool] = ..., reason: _Optional[_Union[Reason, str]] = ..., detail: _Optional[str] = ..., expected_output: _Optional[str] = ...) -> None: ...
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., triggered: bool = ..., reason: _Optional[_Union[Reason, str]] = ..., detail: _Optional[str] = ..., expected_output: _Optional[str] = ...) -> None: ...
 
 class CommandResponse(_message.Message):
     __slots__ = ("command_status", "reason", "message", "trace_id", "processes", "processes_matched", "activity_profilers_triggered", "activity_profilers_busy", "event_profilers_triggered", "event_profilers_busy")
@@ -399,7 +399,7 @@ class NpuTraceRequest(_message.Message):
     host_sys: _containers.RepeatedScalarFieldContainer[str]
     sys_io: bool
     sys_interconnection: bool
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., start_step: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_ms: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., analyse: _Optional[bool] = ..., async_mode: _Optional[bool] = ..., activities: _Optional[_Iterable[str]] = ..., profiler_level: _Optional[str] = ..., aic_metrics: _Optional[str] = ..., l2_cache: _Optional[bool] = ..., op_attr: _Optional[bool] = ..., msprof_tx: _Optional[bool] = ..., mstx_domain_include: _Optional[_Iterable[str]] = ..., mstx_domain_exclude: _Optional[_Iterable[str]] = ..., data_simplification: _Optional[bool] = ..., export_type: _Optional[str] = ..., gc_detect_threshold: _Optional[float] = ..., host_sys: _Optional[_Iterable[str]] = ..., sys_io: _Optional[bool] = ..., sys_interconnection: _Optional[bool] = ...) -> None: ...
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., start_step: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_ms: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., record_shapes: bool = ..., profile_memory: bool = ..., with_stack: bool = ..., with_flops: bool = ..., with_modules: bool = ..., analyse: bool = ..., async_mode: bool = ..., activities: _Optional[_Iterable[str]] = ..., profiler_level: _Optional[str] = ..., aic_metrics: _Optional[str] = ..., l2_cache: bool = ..., op_attr: bool = ..., msprof_tx: bool = ..., mstx_domain_include: _Optional[_Iterable[str]] = ..., mstx_domain_exclude: _Optional[_Iterable[str]] = ..., data_simplification: bool = ..., export_type: _Optional[str] = ..., gc_detect_threshold: _Optional[float] = ..., host_sys: _Optional[_Iterable[str]] = ..., sys_io: bool = ..., sys_interconnection: bool = ...) -> None: ...
 
 class GpuTraceRequest(_message.Message):
     __slots__ = ("targets", "log_file", "duration_ms", "iterations", "profile_start_time_ms", "profile_start_iteration_roundup", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
@@ -425,7 +425,7 @@ class GpuTraceRequest(_message.Message):
     with_stack: bool
     with_flops: bool
     with_modules: bool
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., profile_start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ...) -> None: ...
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., profile_start_iteration_roundup: _Optional[int] = ..., record_shapes: bool = ..., profile_memory: bool = ..., with_stack: bool = ..., with_flops: bool = ..., with_modules: bool = ...) -> None: ...
 
 class TraceProcess(_message.Message):
     __slots__ = ("pid", "host_pid", "rank", "phase", "start_step", "stop_step", "current_step", "output", "files", "error", "warnings", "updated_at", "history")
@@ -483,7 +483,7 @@ class TraceInfo(_message.Message):
     created_at: float
     processes: _containers.RepeatedCompositeFieldContainer[TraceProcess]
     done: bool
-    def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: _Optional[bool] = ...) -> None: ...
+    def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: bool = ...) -> None: ...
 
 class FileChunk(_message.Message):
     __slots__ = ("host", "pid", "host_pid", "rank", "name", "path", "trace", "size", "offset", "data", "error")
@@ -509,7 +509,7 @@ class FileChunk(_message.Message):
     offset: int
     data: bytes
     error: str
-    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., name: _Optional[str] = ..., path: _Optional[str] = ..., trace: _Optional[bool] = ..., size: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., name: _Optional[str] = ..., path: _Optional[str] = ..., trace: bool = ..., size: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
 
 class NpuMonitorRequest(_message.Message):
     __slots__ = ("targets", "start", "stop", "report_interval_s", "duration_s", "activity_kinds", "log_file", "export_type", "jsonl_rotate_log_lines", "jsonl_rotate_log_files", "filter", "top_n", "auto_trace")
@@ -539,7 +539,7 @@ class NpuMonitorRequest(_message.Message):
     filter: str
     top_n: int
     auto_trace: AutoTrace
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., start: _Optional[bool] = ..., stop: _Optional[bool] = ..., report_interval_s: _Optional[int] = ..., duration_s: _Optional[float] = ..., activity_kinds: _Optional[_Iterable[str]] = ..., log_file: _Optional[str] = ..., export_type: _Optional[str] = ..., jsonl_rotate_log_lines: _Optional[str] = ..., jsonl_rotate_log_files: _Optional[str] = ..., filter: _Optional[str] = ..., top_n: _Optional[int] = ..., auto_trace: _Optional[_Union[AutoTrace, _Mapping]] = ...) -> None: ...
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., start: bool = ..., stop: bool = ..., report_interval_s: _Optional[int] = ..., duration_s: _Optional[float] = ..., activity_kinds: _Optional[_Iterable[str]] = ..., log_file: _Optional[str] = ..., export_type: _Optional[str] = ..., jsonl_rotate_log_lines: _Optional[str] = ..., jsonl_rotate_log_files: _Optional[str] = ..., filter: _Optional[str] = ..., top_n: _Optional[int] = ..., auto_trace: _Optional[_Union[AutoTrace, _Mapping]] = ...) -> None: ...
 
 class AutoTrace(_message.Message):
     __slots__ = ("slowdown", "for_intervals", "iterations", "cooldown_s", "max_per_day")
@@ -637,7 +637,7 @@ class MetricsReport(_message.Message):
     dropped: _containers.ScalarMap[str, int]
     unavailable: _containers.ScalarMap[str, str]
     final: bool
-    def __init__(self, hostname: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., job_id: _Optional[int] = ..., seq: _Optional[int] = ..., backend: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., sampled_ns: _Optional[int] = ..., kinds: _Optional[_Iterable[_Union[KindStats, _Mapping]]] = ..., dropped: _Optional[_Mapping[str, int]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., final: _Optional[bool] = ...) -> None: ...
+    def __init__(self, hostname: _Optional[str] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., job_id: _Optional[int] = ..., seq: _Optional[int] = ..., backend: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., sampled_ns: _Optional[int] = ..., kinds: _Optional[_Iterable[_Union[KindStats, _Mapping]]] = ..., dropped: _Optional[_Mapping[str, int]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., final: bool = ...) -> None: ...
 
 class WatchMetricsRequest(_message.Message):
     __slots__ = ("targets", "latest")
@@ -645,7 +645,7 @@ class WatchMetricsRequest(_message.Message):
     LATEST_FIELD_NUMBER: _ClassVar[int]
     targets: Targets
     latest: bool
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., latest: _Optional[bool] = ...) -> None: ...
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., latest: bool = ...) -> None: ...
 
 class FetchMonitorFilesRequest(_message.Message):
     __slots__ = ("targets",)
@@ -689,7 +689,7 @@ class DynamicOptions(_message.Message):
     sys_hardware_mem: bool
     host_sys: _containers.RepeatedScalarFieldContainer[str]
     export_type: str
-    def __init__(self, activities: _Optional[_Iterable[str]] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., task_time: _Optional[str] = ..., runtime_api: _Optional[bool] = ..., aicpu: _Optional[bool] = ..., model_execution: _Optional[bool] = ..., hccl: _Optional[bool] = ..., msproftx: _Optional[bool] = ..., ascendcl: _Optional[bool] = ..., aic_metrics: _Optional[str] = ..., l2: _Optional[bool] = ..., sys_hardware_mem: _Optional[bool] = ..., host_sys: _Optional[_Iterable[str]] = ..., export_type: _Optional[str] = ...) -> None: ...
+    def __init__(self, activities: _Optional[_Iterable[str]] = ..., record_shapes: bool = ..., profile_memory: bool = ..., with_stack: bool = ..., with_modules: bool = ..., task_time: _Optional[str] = ..., runtime_api: bool = ..., aicpu: bool = ..., model_execution: bool = ..., hccl: bool = ..., msproftx: bool = ..., ascendcl: bool = ..., aic_metrics: _Optional[str] = ..., l2: bool = ..., sys_hardware_mem: bool = ..., host_sys: _Optional[_Iterable[str]] = ..., export_type: _Optional[str] = ...) -> None: ...
 
 class DynamicClient(_message.Message):
     __slots__ = ("user", "uid", "hostname", "pid")
@@ -755,7 +755,7 @@ class DynamicProcess(_message.Message):
     backend: str
     new_warnings: _containers.RepeatedScalarFieldContainer[str]
     collecting_s: float
-    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., ok: _Optional[bool] = ..., detail: _Optional[str] = ..., window: _Optional[_Union[TraceProcess, _Mapping]] = ..., size_bytes: _Optional[int] = ..., step: _Optional[int] = ..., backend: _Optional[str] = ..., new_warnings: _Optional[_Iterable[str]] = ..., collecting_s: _Optional[float] = ...) -> None: ...
+    def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., rank: _Optional[int] = ..., ok: bool = ..., detail: _Optional[str] = ..., window: _Optional[_Union[TraceProcess, _Mapping]] = ..., size_bytes: _Optional[int] = ..., step: _Optional[int] = ..., backend: _Optional[str] = ..., new_warnings: _Optional[_Iterable[str]] = ..., collecting_s: _Optional[float] = ...) -> None: ...
 
 class SessionPart(_message.Message):
     __slots__ = ("news", "processes", "label", "refusal", "why", "window_id", "output", "hostname", "attached", "commands_used", "command_limit", "windows", "idle_left_s", "idle_timeout_s", "waited_s")
@@ -811,7 +811,7 @@ class DynamicReply(_message.Message):
     ended: bool
     commands_left: int
     parts: _containers.RepeatedCompositeFieldContainer[SessionPart]
-    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: _Optional[bool] = ..., commands_left: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[SessionPart, _Mapping]]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., action: _Optional[_Union[DynamicAction, str]] = ..., ok: bool = ..., message: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[DynamicProcess, _Mapping]]] = ..., window_id: _Optional[str] = ..., ended: bool = ..., commands_left: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[SessionPart, _Mapping]]] = ...) -> None: ...
 
 class ListIncidentsRequest(_message.Message):
     __slots__ = ("job_id", "limit")
@@ -883,7 +883,7 @@ class IncidentInfo(_message.Message):
     trace_files: _containers.RepeatedScalarFieldContainer[str]
     figures: _containers.RepeatedCompositeFieldContainer[NameFigure]
     timeline: _containers.RepeatedCompositeFieldContainer[IncidentEvent]
-    def __init__(self, id: _Optional[int] = ..., at: _Optional[float] = ..., hostname: _Optional[str] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., kind: _Optional[str] = ..., device: _Optional[int] = ..., name: _Optional[str] = ..., detection: _Optional[str] = ..., baseline_ns: _Optional[float] = ..., current_ns: _Optional[float] = ..., intervals: _Optional[int] = ..., report_seq: _Optional[int] = ..., traced: _Optional[bool] = ..., action: _Optional[str] = ..., trace_id: _Optional[str] = ..., trace_files: _Optional[_Iterable[str]] = ..., figures: _Optional[_Iterable[_Union[NameFigure, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[IncidentEvent, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[float] = ..., hostname: _Optional[str] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., kind: _Optional[str] = ..., device: _Optional[int] = ..., name: _Optional[str] = ..., detection: _Optional[str] = ..., baseline_ns: _Optional[float] = ..., current_ns: _Optional[float] = ..., intervals: _Optional[int] = ..., report_seq: _Optional[int] = ..., traced: bool = ..., action: _Optional[str] = ..., trace_id: _Optional[str] = ..., trace_files: _Optional[_Iterable[str]] = ..., figures: _Optional[_Iterable[_Union[NameFigure, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[IncidentEvent, _Mapping]]] = ...) -> None: ...
 
 class ListIncidentsResponse(_message.Message):
     __slots__ = ("incidents",)

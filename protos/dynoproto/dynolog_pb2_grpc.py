@@ -5,7 +5,7 @@ import warnings
 
 from dynoproto import dynolog_pb2 as dynoproto_dot_dynolog__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.80.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class DynologStub:
+class DynologStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -111,7 +111,7 @@ class DynologStub:
                 _registered_method=True)
 
 
-class DynologServicer:
+class DynologServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def GetStatus(self, request, context):
@@ -308,7 +308,7 @@ def add_DynologServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Dynolog:
+class Dynolog(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
