@@ -124,7 +124,9 @@ def test_the_kinds_own_rule_comes_after_exclusion_and_the_commonest_reason_is_th
     result.conclude()
     assert reasons(result) == [Reason.START_STEP_PASSED] * 3 + [Reason.NPU_MONITOR_RUNNING]
     assert not result.effective and result.reason is Reason.START_STEP_PASSED
-    assert result.message == f"no matched process can take nputrace: {Reason.START_STEP_PASSED.value}"
+    assert result.message == (
+        "no matched process can take nputrace: start step 20 has passed: the process is at step 50"
+    )
 
 
 def test_a_delivered_trace_is_staged_in_every_process_that_took_it_and_then_excludes_a_second():

@@ -233,6 +233,12 @@ def test_nputrace_wait_follows_every_hosts_trace_and_lists_every_file(cluster: C
     assert rows_of(shown.stdout, A)[0][1:4] == [str(cluster.jobs[A].pid), "0", "finished"]
     assert answers[A]["answer"]["trace"]["processes"][0]["files"][0] in shown.stdout
     assert f"{B}  ineffective: dynolog at {B}:{cluster.port} answered NOT_FOUND" in shown.stdout
+    # Without an id, each host lists its own recent traces, their ids first: one table, a HOST column.
+    listed = cluster.dyno("--hosts", f"{A},{B}", "trace")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    for host in (A, B):
+        trace_id = answers[host]["answer"]["trace_id"]
+        assert rows_of(listed.stdout, host)[0][1:3] == [trace_id, "nputrace"], listed.stdout
 
 
 def test_sync_starts_a_time_based_trace_at_one_instant_on_every_host(cluster: Cluster, tmp_path: Path):

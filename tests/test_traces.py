@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+import legacy_cli as cli
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, Workload, trainer, wait_until
@@ -127,8 +128,24 @@ def test_busy_and_past_start_steps_are_ineffective_with_the_reason(daemon, start
     second = daemon.dyno("nputrace", "--iterations", "1", "--log-file", str(tmp_path))
     assert second.returncode == 1
     assert "commandStatus: ineffective" in second.stdout
-    assert "a trace is already pending or running there" in second.stdout
+    busy = f"busy with trace {first['trace_id']} (ready, steps {far}-{far})"
+    assert busy in second.stdout, second.stdout
+    # msMonitor's and dynolog's CLIs read the same words from the legacy JSON answer.
+    legacy = json.loads(
+        cli.send(daemon.port, cli.set_config(cli.msmonitor_nputrace(str(tmp_path), -1, 1))) or b""
+    )
+    assert busy in legacy["message"] and legacy["outcomes"][0]["status"] == "trace_busy", legacy
     assert daemon.dyno_json("processes")[0]["trace_state"] == "TRACE_STATE_READY"
+
+    # `dyno trace` without an id lists it, newest first, with its processes' phases and its folder.
+    listed = daemon.dyno_json("trace")["traces"]
+    assert listed[0]["trace_id"] == first["trace_id"] and listed[0]["kind"] == "nputrace"
+    assert listed[0]["phases"] == [{"phase": "TRACE_PHASE_READY", "processes": 1}]
+    assert listed[0]["folders"] == [str(tmp_path)] and not listed[0]["done"]
+    table = daemon.dyno("trace", check=True).stdout
+    assert first["trace_id"] in table and "1 ready" in table, table
+    needs_id = daemon.dyno("trace", "--wait")
+    assert needs_id.returncode == 2 and "--wait acts on one trace: name its TRACE_ID" in needs_id.stderr
 
     wait_until(lambda: step_of(daemon, job.pid) > 3, what="steps to pass")
     job.stop()
@@ -146,6 +163,7 @@ def test_busy_and_past_start_steps_are_ineffective_with_the_reason(daemon, start
         str(other.pid),
     )
     assert (past["commandStatus"], past["reason"]) == ("ineffective", "REASON_START_STEP_PASSED")
+    assert "start step 1 has passed: the process is at step " in past["message"], past
 
 
 def test_a_process_killed_mid_trace_yields_a_failed_outcome(start_daemon, start_workload, tmp_path):

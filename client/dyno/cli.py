@@ -65,6 +65,7 @@ class Flag(NamedTuple):
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     usage: str = ""  # a positional's words in the usage line, when they are not "NAME" or "-- NAME ..."
+    optional: bool = False  # a positional that may be left out (its value is then ``default``)
 
     @property
     def dest(self) -> str:
@@ -375,7 +376,8 @@ def _add_flags(
                 flag.dest,
                 metavar=flag.name.upper(),
                 type=_parse(flag),
-                nargs="*" if flag.repeat else None,
+                nargs="*" if flag.repeat else ("?" if flag.optional else None),
+                default=flag.default,
                 help=_help(flag),
             )
         elif flag.type is bool:
@@ -429,7 +431,9 @@ def _usage(positional: Flag) -> str:
     if positional.usage:
         return f" {positional.usage}"
     name = positional.name.upper()
-    return f" [-- {name} ...]" if positional.repeat else f" {name}"
+    if positional.repeat:
+        return f" [-- {name} ...]"
+    return f" [{name}]" if positional.optional else f" {name}"
 
 
 def _columns() -> int:

@@ -122,5 +122,13 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def size_text(n: int) -> str:
+    """Decimal units, as ``du --si`` and ``ls -lh --si`` show them."""
+    if n < 1000:
+        return f"{n} B"
+    exponent = min(3, (len(str(n)) - 1) // 3)
+    return f"{n / 1000**exponent:.1f} {' kMG'[exponent]}B"
+
+
 def rank_text(rank: int) -> str:
     return "-" if rank < 0 else str(rank)

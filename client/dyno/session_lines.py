@@ -8,6 +8,7 @@ from typing import Callable, Dict, List
 
 from dynoproto import dynolog_pb2 as pb
 
+from .output import size_text
 from .trace_progress import phase_name
 
 
@@ -121,15 +122,7 @@ def _written(p: pb.DynamicProcess) -> str:
     w = p.window
     steps = f", steps {w.start_step}-{w.stop_step - 1}" if w.start_step > 0 else ""
     n = len(w.files)
-    return f"{w.output.rstrip('/')}/  ({n} file{'s' if n != 1 else ''}, {_size(p.size_bytes)}){steps}"
-
-
-def _size(n: int) -> str:
-    """Decimal units, as ``du --si`` and ``ls -lh --si`` show them."""
-    if n < 1000:
-        return f"{n} B"
-    exponent = min(3, (len(str(n)) - 1) // 3)
-    return f"{n / 1000**exponent:.1f} {' kMG'[exponent]}B"
+    return f"{w.output.rstrip('/')}/  ({n} file{'s' if n != 1 else ''}, {size_text(p.size_bytes)}){steps}"
 
 
 def _unknown(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:

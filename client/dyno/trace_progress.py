@@ -17,10 +17,11 @@ from dynoproto import dynolog_pb2 as pb
 
 from .connection import connect
 from .exits import EXIT_FAILED, CliError
-from .output import rank_text, table
+from .output import rank_text, size_text, table
 from .target import Target
 
 TRACE_HEADERS = ("PID", "RANK", "PHASE", "STEPS", "FILES / ERROR")
+LIST_HEADERS = ("TRACE ID", "KIND", "CREATED", "PROCESSES", "FOLDER", "FILES")
 
 
 def watch(
@@ -81,6 +82,28 @@ def trace_rows(info: Optional[pb.TraceInfo]) -> List[List[str]]:
             p.error or ", ".join(p.files) or p.output,
         ]
         for p in (info.processes if info is not None else ())
+    ]
+
+
+def print_traces(listed: pb.ListTracesResponse) -> None:
+    if not listed.traces:
+        print("no traces on this daemon (it keeps the traces since it started)")
+        return
+    print(table(LIST_HEADERS, listed_rows(listed)))
+
+
+def listed_rows(listed: Optional[pb.ListTracesResponse]) -> List[List[str]]:
+    """Each listed trace under :data:`LIST_HEADERS`, newest first."""
+    return [
+        [
+            t.trace_id,
+            t.kind,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.created_at)),
+            ", ".join(f"{c.processes} {phase_name(c.phase)}" for c in t.phases) or "none",
+            ", ".join(t.folders) or "-",
+            f"{t.files} ({size_text(t.size_bytes)})" if t.files else "-",
+        ]
+        for t in (listed.traces if listed is not None else ())
     ]
 
 

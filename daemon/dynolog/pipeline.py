@@ -69,7 +69,7 @@ class Policy(abc.ABC, Generic[Request]):
         """The kind's own rule for one process, after capability and exclusion; None: it may take it."""
         return None
 
-    def explain(self, reason: Reason, record: ProcessRecord) -> str:
+    def explain(self, request: Request, reason: Reason, record: ProcessRecord) -> str:
         """Why *record* did not take it, in words: the reason's own, unless the kind knows more."""
         return reason.value
 
@@ -120,10 +120,31 @@ class CommandPipeline:
             if reason is None and targets.process_limit and len(result.taken) >= targets.process_limit:
                 reason = Reason.PROCESS_LIMIT
             if reason is not None:
-                why = policy.explain(reason, record)
-                outcome.refuse(reason, f"{why} ({record.profiler} holds its one profiler)" if held else why)
+                outcome.refuse(reason, self._why(policy, request, reason, record, held is not None))
             result.outcomes.append(outcome)
         return result
+
+    def _why(
+        self, policy: Policy[Request], request: Request, reason: Reason, record: ProcessRecord, held: bool
+    ) -> str:
+        """*reason* in words; for a busy process, what it is busy with (the trace to wait for or cancel)."""
+        trace = self._traces.active(record.host_pid) if reason is Reason.TRACE_BUSY else None
+        if trace is not None:
+            process = trace.processes[record.host_pid]
+            window = _steps(process.start_step, process.stop_step)
+            return (
+                f"busy with trace {trace.trace_id} ({process.phase.name.lower()}{window}): "
+                f"`dyno trace {trace.trace_id}` follows it, `--cancel` frees the process"
+            )
+        if held:
+            return f"{policy.explain(request, reason, record)} ({record.profiler} holds its one profiler)"
+        if reason is not Reason.TRACE_BUSY:
+            return policy.explain(request, reason, record)
+        slot = self._traces.slot_of(record)
+        if slot.state.busy:
+            window = _steps(slot.start_step, slot.stop_step)
+            return f"busy with a trace its framework runs ({slot.state.value}{window})"
+        return "an earlier command awaits the process's next poll"
 
     def exclusion(self, policy: Policy[Any], record: ProcessRecord) -> Optional[Reason]:
         """nputrace and npu-monitor exclude each other per process; one trace at a time; one command
@@ -154,6 +175,13 @@ def held_by(policy: Policy[Any], record: ProcessRecord) -> Optional[Reason]:
     if holder == MONITOR_HOLDER:
         return Reason.NPU_MONITOR_RUNNING
     return Reason.TRACE_BUSY if policy.traces else Reason.NPU_TRACE_RUNNING
+
+
+def _steps(start: int, stop: int) -> str:
+    """A trace's window as ``, steps 10-12`` (*stop* exclusive), or nothing when it has none yet."""
+    if start < 0 or stop <= start:
+        return ""
+    return f", steps {start}-{stop - 1}"
 
 
 def _refused(result: CommandResult, reason: Reason, message: str) -> CommandResult:

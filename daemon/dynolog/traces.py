@@ -22,6 +22,7 @@ from .changed import Changed
 from .registry import ProcessRecord
 
 MAX_TRACES = 1000  # kept for `dyno trace`; the oldest are forgotten first
+LISTED_TRACES = 20  # what `dyno trace` without an id lists when it names no --limit
 # Processes over all kept traces: a finished one keeps ~1.1 KB (its history, files, output), so a
 # thousand traces of a thousand processes each would hold ~1.1 GiB; this bounds them to ~22 MiB.
 MAX_PROCESS_ENTRIES = 20_000
@@ -108,6 +109,11 @@ class TraceStore:
 
     def get(self, trace_id: str) -> Optional[Trace]:
         return self._traces.get(trace_id)
+
+    def recent(self, limit: int) -> List[Trace]:
+        """The *limit* traces learnt last, newest first."""
+        newest = reversed(self._traces.values())
+        return [trace for _, trace in zip(range(limit), newest)]
 
     async def learnt(self, trace_id: str, timeout: float) -> Optional[Trace]:
         """*trace_id* once this daemon knows it (a process may report it any moment), or None after

@@ -485,6 +485,46 @@ class TraceInfo(_message.Message):
     done: bool
     def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., processes: _Optional[_Iterable[_Union[TraceProcess, _Mapping]]] = ..., done: bool = ...) -> None: ...
 
+class ListTracesRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class PhaseCount(_message.Message):
+    __slots__ = ("phase", "processes")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    phase: TracePhase
+    processes: int
+    def __init__(self, phase: _Optional[_Union[TracePhase, str]] = ..., processes: _Optional[int] = ...) -> None: ...
+
+class TraceSummary(_message.Message):
+    __slots__ = ("trace_id", "kind", "created_at", "done", "phases", "folders", "files", "size_bytes")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    FOLDERS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    kind: str
+    created_at: float
+    done: bool
+    phases: _containers.RepeatedCompositeFieldContainer[PhaseCount]
+    folders: _containers.RepeatedScalarFieldContainer[str]
+    files: int
+    size_bytes: int
+    def __init__(self, trace_id: _Optional[str] = ..., kind: _Optional[str] = ..., created_at: _Optional[float] = ..., done: bool = ..., phases: _Optional[_Iterable[_Union[PhaseCount, _Mapping]]] = ..., folders: _Optional[_Iterable[str]] = ..., files: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class ListTracesResponse(_message.Message):
+    __slots__ = ("traces",)
+    TRACES_FIELD_NUMBER: _ClassVar[int]
+    traces: _containers.RepeatedCompositeFieldContainer[TraceSummary]
+    def __init__(self, traces: _Optional[_Iterable[_Union[TraceSummary, _Mapping]]] = ...) -> None: ...
+
 class FileChunk(_message.Message):
     __slots__ = ("host", "pid", "host_pid", "rank", "name", "path", "trace", "size", "offset", "data", "error")
     HOST_FIELD_NUMBER: _ClassVar[int]

@@ -69,6 +69,11 @@ class DynologStub(object):
                 request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
                 _registered_method=True)
+        self.ListTraces = channel.unary_unary(
+                '/dynolog.v1.Dynolog/ListTraces',
+                request_serializer=dynoproto_dot_dynolog__pb2.ListTracesRequest.SerializeToString,
+                response_deserializer=dynoproto_dot_dynolog__pb2.ListTracesResponse.FromString,
+                _registered_method=True)
         self.FetchTraceFiles = channel.unary_stream(
                 '/dynolog.v1.Dynolog/FetchTraceFiles',
                 request_serializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
@@ -157,6 +162,13 @@ class DynologServicer(object):
 
     def WatchTrace(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTraces(self, request, context):
+        """The traces this daemon keeps, newest first, each summed up (for their ids: `dyno trace` with none).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -259,6 +271,11 @@ def add_DynologServicer_to_server(servicer, server):
                     servicer.WatchTrace,
                     request_deserializer=dynoproto_dot_dynolog__pb2.GetTraceRequest.FromString,
                     response_serializer=dynoproto_dot_dynolog__pb2.TraceInfo.SerializeToString,
+            ),
+            'ListTraces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTraces,
+                    request_deserializer=dynoproto_dot_dynolog__pb2.ListTracesRequest.FromString,
+                    response_serializer=dynoproto_dot_dynolog__pb2.ListTracesResponse.SerializeToString,
             ),
             'FetchTraceFiles': grpc.unary_stream_rpc_method_handler(
                     servicer.FetchTraceFiles,
@@ -490,6 +507,33 @@ class Dynolog(object):
             '/dynolog.v1.Dynolog/WatchTrace',
             dynoproto_dot_dynolog__pb2.GetTraceRequest.SerializeToString,
             dynoproto_dot_dynolog__pb2.TraceInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTraces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dynolog.v1.Dynolog/ListTraces',
+            dynoproto_dot_dynolog__pb2.ListTracesRequest.SerializeToString,
+            dynoproto_dot_dynolog__pb2.ListTracesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,7 +50,7 @@ COMMANDS: Sequence[Entry] = (
     ),
     Listed(
         "trace",
-        "Show where one trace stands in each process: phase, steps, files or error.",
+        "Show where one trace stands in each process, or (no id) list the recent traces and their ids.",
         f"{__name__}.trace",
     ),
     Listed(

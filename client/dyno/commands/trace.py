@@ -1,4 +1,5 @@
-"""``dyno trace ID``: the lifecycle of one trace, per process — on any later call."""
+"""``dyno trace ID``: the lifecycle of one trace, per process — on any later call; ``dyno trace``: the
+recent traces, with their ids."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from argparse import Namespace
 from typing import TYPE_CHECKING
 
 from ..cli import COLLECT, WAIT_TIMEOUT, Command, Flag, fill
-from ..exits import CliError
+from ..exits import EXIT_USAGE, CliError
 from ..output import as_dict, print_json
 from ..target import Target
 
@@ -14,7 +15,15 @@ if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
 FLAGS = (
-    Flag("trace_id", "trace_id", str, None, "the id nputrace or gputrace printed"),
+    Flag(
+        "trace_id",
+        "trace_id",
+        str,
+        None,
+        "the id nputrace or gputrace printed; without it, the recent traces and their ids",
+        optional=True,
+    ),
+    Flag("--limit", None, int, 20, "without TRACE_ID: list the newest this many", minimum=1, maximum=1000),
     Flag("--wait", None, bool, False, "wait until every process finished or failed"),
     Flag(
         "--cancel",
@@ -30,7 +39,11 @@ FLAGS = (
 
 
 def run(target: Target, args: Namespace) -> None:
-    """Show where one trace stands in each process: phase, steps, files or error.
+    """Show where one trace stands in each process, or (no id) list the recent traces and their ids.
+
+    With an id: each process's phase, steps, files or error. Without: the newest traces first (--limit),
+    each with its kind, when it was sent, how many processes are in each phase, its folder and files:
+      dyno --hostname node001 trace
 
     With --collect DIR, then fetch the files of every process that finished it into DIR here:
       dyno --hostname node001 trace 123456789012345678 --wait --collect ./job-traces
@@ -38,8 +51,12 @@ def run(target: Target, args: Namespace) -> None:
       dyno --hostname node001 trace 123456789012345678 --cancel
     """
     from .. import collect
-    from ..trace_progress import print_trace
+    from ..trace_progress import print_trace, print_traces
 
+    if _listing(args):
+        listed = recent(target, args)
+        print_json(as_dict(listed)) if target.json else print_traces(listed)
+        return
     info = ask(target, args)
     if target.json:
         print_json(as_dict(info))
@@ -54,8 +71,14 @@ def run(target: Target, args: Namespace) -> None:
 def across(target: Target, args: Namespace) -> None:
     """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
     from .. import collect, fanout
-    from ..trace_progress import TRACE_HEADERS, trace_rows
+    from ..trace_progress import LIST_HEADERS, TRACE_HEADERS, listed_rows, trace_rows
 
+    if _listing(args):
+        listing = fanout.View(LIST_HEADERS, listed_rows, as_dict)
+        asked = fanout.gather(fanout.fleet(target), lambda one: recent(one, args), target.parallel)
+        fanout.show(target, asked, listing)
+        fanout.verdict(asked)
+        return
     view = fanout.View(TRACE_HEADERS, trace_rows, as_dict, lambda info: _verdict(info, args))
     fleet = fanout.fleet(target)
     asked = fanout.gather(fleet, lambda one: ask(one, args, label=one.hostname), target.parallel, view.judge)
@@ -65,6 +88,32 @@ def across(target: Target, args: Namespace) -> None:
     fanout.verdict(asked)
     if missing:
         raise CliError(missing)
+
+
+def _listing(args: Namespace) -> bool:
+    """No id: list the recent traces. What acts on one trace needs its id."""
+    if args.trace_id is not None:
+        return False
+    needs_id = [
+        flag
+        for flag, given in (("--wait", args.wait), ("--cancel", args.cancel), ("--collect", args.collect))
+        if given
+    ]
+    if needs_id:
+        raise CliError(
+            f"{', '.join(needs_id)} acts on one trace: name its TRACE_ID (`dyno trace` lists them)",
+            EXIT_USAGE,
+        )
+    return True
+
+
+def recent(target: Target, args: Namespace) -> pb.ListTracesResponse:
+    from dynoproto import dynolog_pb2 as pb
+
+    from ..connection import connect
+
+    with connect(target, "dyno trace") as stub:
+        return stub.ListTraces(pb.ListTracesRequest(limit=args.limit), timeout=target.timeout)
 
 
 def _verdict(info: pb.TraceInfo, args: Namespace) -> str:

@@ -122,7 +122,7 @@ class HeldElsewhere:
         hold = self.holds.of(record.host_pid)
         return Reason.HELD if hold is not None and hold.session != request.hold.session else None
 
-    def explain(self, reason: Reason, record: ProcessRecord) -> str:
+    def explain(self, request: SessionRequest, reason: Reason, record: ProcessRecord) -> str:
         hold = self.holds.of(record.host_pid)
         return f"held by {hold.describe()}" if reason is Reason.HELD and hold else reason.value
 

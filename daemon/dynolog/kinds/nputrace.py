@@ -72,13 +72,15 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
             return Reason.FRAMEWORK_CANNOT
         return None
 
-    def explain(self, reason: Reason, record: ProcessRecord) -> str:
+    def explain(self, request: NpuTraceCommand, reason: Reason, record: ProcessRecord) -> str:
+        if reason is Reason.START_STEP_PASSED:
+            return f"start step {request.start_step} has passed: the process is at step {record.current_step}"
         if reason is Reason.FRAMEWORK_CANNOT:
             return (
                 "MindSpore's dynamic profiler traces step windows only, and ignores any other config "
                 "without a word: give --start-step N (a step still to come) and --iterations"
             )
-        return super().explain(reason, record)
+        return super().explain(request, reason, record)
 
     def expected_output(self, request: NpuTraceCommand, record: ProcessRecord) -> str:
         log_file = request.log_file.rstrip("/")

@@ -4,6 +4,7 @@ daemon sees a protobuf message."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import struct
 import time
@@ -96,6 +97,25 @@ def trace_info(trace: Trace) -> pb.TraceInfo:
         created_at=trace.created_at,
         processes=[trace_process(p) for p in trace.processes.values()],
         done=trace.done,
+    )
+
+
+def trace_summary(trace: Trace) -> pb.TraceSummary:
+    processes = trace.processes.values()
+    counts = collections.Counter(p.phase for p in processes)
+    return pb.TraceSummary(
+        trace_id=trace.trace_id,
+        kind=trace.kind.value,
+        created_at=trace.created_at,
+        done=trace.done,
+        phases=[
+            pb.PhaseCount(phase=_phase(phase), processes=counts[phase])
+            for phase in TracePhase
+            if counts[phase]
+        ],
+        folders=sorted({p.root for p in processes if p.root}),
+        files=sum(len(p.files) for p in processes),
+        size_bytes=sum(p.size_bytes for p in processes),
     )
 
 

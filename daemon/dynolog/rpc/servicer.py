@@ -24,7 +24,7 @@ from ..kinds.dynamic import Controller, Holds
 from ..node import Node, msmonitor_status
 from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
-from ..traces import Trace, TraceSlot
+from ..traces import LISTED_TRACES, MAX_TRACES, Trace, TraceSlot
 from . import convert
 
 CommandRpc = Callable[[Message, grpc.aio.ServicerContext], Awaitable[pb.CommandResponse]]
@@ -117,6 +117,17 @@ class DynologService(pb_grpc.DynologServicer):
         node, trace = await self._find(request, context)
         node.kineto.refresh(trace)
         return convert.trace_info(trace)
+
+    async def ListTraces(
+        self, request: pb.ListTracesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTracesResponse:
+        if self._node is None:
+            return pb.ListTracesResponse()
+        limit = min(request.limit, MAX_TRACES) if request.limit > 0 else LISTED_TRACES
+        traces = self._node.traces.recent(limit)
+        for trace in traces:
+            self._node.kineto.refresh(trace)
+        return pb.ListTracesResponse(traces=[convert.trace_summary(t) for t in traces])
 
     async def WatchTrace(
         self, request: pb.GetTraceRequest, context: grpc.aio.ServicerContext
@@ -245,7 +256,10 @@ class DynologService(pb_grpc.DynologServicer):
         node = await self._require_ipc(context)
         trace = node.traces.get(request.trace_id)
         if trace is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r} on this daemon")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no trace {request.trace_id!r} on this daemon: `dyno trace` (no id) lists the ones it keeps",
+            )
         assert trace is not None
         return node, trace
 
