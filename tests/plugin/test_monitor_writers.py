@@ -105,9 +105,21 @@ class JsonlTest(TempDirTest):
         self.assertEqual(lines[-1], {"kind": "rank_device_map", "rank": 3, "device": [1]})
         self.assertEqual(len(set(names)), len(names))  # stamps strictly increase
 
+    def test_a_cpu_only_session_ends_with_an_empty_rank_device_map_and_no_records_write_no_file(self):
+        writer = JsonlWriter(self.dir, 4242, 3, lines=100)
+        writer.write([API] * 3)  # host records only: no device was seen
+        writer.close()
+        (name,) = os.listdir(self.dir)
+        lines = [json.loads(line) for line in Path(self.dir, name).read_text().splitlines()]
+        self.assertEqual(len(lines), 4)
+        self.assertEqual(lines[-1], {"kind": "rank_device_map", "rank": 3, "device": []})
+        os.remove(Path(self.dir, name))
+        JsonlWriter(self.dir, 4242, 3).close()
+        self.assertEqual(os.listdir(self.dir), [])
+
     def test_keeps_all_files_by_default(self):
         writer = JsonlWriter(self.dir, 4242, 3, lines=100)
-        writer.write([API] * 1000)
+        writer.write([API] * 999)  # and the rank_device_map line: 1000 lines
         writer.close()
         self.assertEqual(len(os.listdir(self.dir)), 10)
 

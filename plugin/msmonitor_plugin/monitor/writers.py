@@ -4,9 +4,10 @@ Files are named as msMonitor names them: ``msmonitor_{pid}_{YYYYmmddHHMMSSmmm}_{
 time, milliseconds; a rotated JSONL file gets a strictly later stamp).
 
 JSONL: one JSON object per line, with msMonitor's keys (``kind``, ``name``, ``startNs``, ``endNs``, ids…;
-see docs/monitoring.md), and a ``rank_device_map`` line at the end of the session. Rotation follows
-msMonitor's ``RotateLogger``: a new file every ``lines`` lines (default 10000, range [100, 500000]); with
-``files`` ≥ 2 the oldest files are removed so that at most ``files`` exist, with -1 (default) all are kept.
+see docs/monitoring.md), and a ``rank_device_map`` line at the end of the session (its device list empty
+on CPU). Rotation follows msMonitor's ``RotateLogger``: a new file every ``lines`` lines (default 10000,
+range [100, 500000]); with ``files`` ≥ 2 the oldest files are removed so that at most ``files`` exist,
+with -1 (default) all are kept.
 
 Writing happens on a :class:`WriterThread` with a bounded queue (``MSMONITOR_JSONL_BUFFER_CAPACITY``
 records, power of two in [2^13, 2^21], default 2^19); when it is full, records are dropped and counted.
@@ -189,7 +190,9 @@ class JsonlWriter:
             self._file.flush()
 
     def close(self) -> None:
-        if self.devices:
+        # The session's last line, on CPU too (no device seen: an empty list); a session that wrote no
+        # record has no file to end.
+        if self.files:
             rank_map = {"kind": "rank_device_map", "rank": self.rank, "device": sorted(self.devices)}
             self._line(json.dumps(rank_map, separators=(",", ":")))
         if self._file is not None:
