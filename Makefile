@@ -7,8 +7,13 @@ PIP := $(VENV)/bin/pip
 PY38 ?= $(shell for p in python3.8 $$HOME/.pyenv/versions/3.8*/bin/python3.8; do \
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 8)' >/dev/null 2>&1 && echo $$p && break; done)
 STAMP := $(VENV)/.installed
+# A working Python 3.9, the oldest the daemon and dyno support (found as PY38 is).
+PY39 ?= $(shell for p in python3.9 $$HOME/.pyenv/versions/3.9*/bin/python3.9; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 9)' >/dev/null 2>&1 && echo $$p && break; done)
+VENV39 := .venv39
+STAMP39 := $(VENV39)/.installed
 
-.PHONY: demo test check test-py38 peers lint proto bench venv clean
+.PHONY: demo test check test-py38 test-py39 peers lint proto bench venv clean
 
 $(STAMP): pyproject.toml plugin/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +26,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: $(STAMP) test-py38 peers
+test: $(STAMP) test-py38 test-py39 peers
 	$(PY) -m pytest -q
 
 # Published code the tests run against (msserviceprofiler, torch-npu, msprof-analyze, MindSpore), fetched
@@ -44,6 +49,28 @@ test-py38:
 		PYTHONPATH=plugin $(PY38) -m unittest discover -s tests/plugin -q; \
 	fi
 
+# Set-up (the network): Python 3.9 with the runtime dependencies the wheels declare, no extras, no tools.
+$(STAMP39): pyproject.toml plugin/pyproject.toml
+	rm -rf $(VENV39)
+	$(PY39) -m venv $(VENV39)
+	$(VENV39)/bin/pip install -q --upgrade pip
+	$(VENV39)/bin/pip install -q ./plugin .
+	touch $(STAMP39)
+
+# The daemon and dyno as operators install them, on Python 3.9: this checkout's two wheels, built and
+# installed offline at each run, then tests/py39_smoke.py (imports, daemon, dyno, mutual TLS; seconds).
+test-py39: $(STAMP)
+	@if [ -z "$(PY39)" ]; then \
+		if [ -n "$$CI" ]; then echo "python3.9 is required in CI for the daemon's and dyno's 3.9 test"; exit 1; fi; \
+		echo "python3.9 not found: skipping the daemon's and dyno's 3.9 test"; \
+	else \
+		$(MAKE) --no-print-directory $(STAMP39) && \
+		rm -rf $(VENV39)/wheels && \
+		$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(VENV39)/wheels ./plugin . && \
+		$(VENV39)/bin/pip install -q --no-deps --no-index --force-reinstall $(VENV39)/wheels/*.whl && \
+		$(VENV39)/bin/python tests/py39_smoke.py; \
+	fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -56,4 +83,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV39) build .pytest_cache .mypy_cache .ruff_cache
