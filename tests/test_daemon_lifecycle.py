@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dynolog.config import parse_args
-from dynolog.incidents import STORE_NAME
+from dynolog.incidents import STORE_NAME, default_trace_dir
 from harness import (
     BIN,
     KINETO_1S_CONFIG,
@@ -48,6 +48,27 @@ def test_flagfile_as_the_systemd_unit_uses_it(tmp_path: Path):
 def test_the_shipped_flagfile_parses():
     config = parse_args([f"--flagfile={REPO / 'deploy' / 'dynolog.gflags'}"])
     assert (config.enable_ipc_monitor, config.port, config.ignored_flags) == (True, 1778, [])
+
+
+@pytest.mark.parametrize(
+    ("log_file", "euid", "environ", "traces"),
+    [
+        ("/var/log/dynolog.log", 0, {}, "/var/lib/dynolog/traces"),  # root's default log
+        (
+            "/var/log/dynolog/dynolog.log",
+            0,
+            {"STATE_DIRECTORY": "/var/lib/dynolog"},
+            "/var/lib/dynolog/traces",
+        ),
+        ("/var/log/dynolog/dynolog.log", 1000, {"STATE_DIRECTORY": "/srv/dyn:/srv/other"}, "/srv/dyn/traces"),
+        ("/var/log/dynolog.log", 1000, {"XDG_STATE_HOME": "/home/u/.state"}, "/home/u/.state/dynolog/traces"),
+        ("/home/u/.local/state/dynolog/dynolog.log", 1000, {}, "/home/u/.local/state/dynolog/traces"),
+        ("/tmp/run/dynolog.log", 0, {"STATE_DIRECTORY": "/var/lib/dynolog"}, "/tmp/run/traces"),
+        ("/var/logs/dynolog.log", 0, {}, "/var/logs/traces"),  # not /var/log
+    ],
+)
+def test_auto_traces_go_to_a_state_folder_not_among_the_logs(log_file, euid, environ, traces):
+    assert default_trace_dir(Path(log_file), euid, environ) == Path(traces)
 
 
 def run_dynolog(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]

@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from msmonitor_plugin.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
@@ -273,7 +273,10 @@ class DaemonConfig:
     )
     # npu-monitor --auto-trace: the detector's windows (the thresholds travel with each start).
     auto_trace_dir: Optional[Path] = flag(
-        None, "where --auto-trace writes its traces (default: traces/ beside the log file)", type=Path
+        None,
+        "where --auto-trace writes its traces (default: traces/ in the daemon's state folder when the log "
+        "is under /var/log, else beside the log file)",
+        type=Path,
     )
     incident_window: int = flag(
         30, "report intervals in a name's baseline (its median and MAD) (default 30)", type=_count
@@ -330,8 +333,13 @@ def default_log_file() -> Path:
     system = Path("/var/log/dynolog.log")
     if os.access(system.parent, os.W_OK) and (not system.exists() or os.access(system, os.W_OK)):
         return system
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return state / "dynolog" / "dynolog.log"
+    return user_state_dir(os.environ) / "dynolog.log"
+
+
+def user_state_dir(environ: Mapping[str, str]) -> Path:
+    """This user's state folder for dynolog (XDG): ``$XDG_STATE_HOME/dynolog``, else
+    ``~/.local/state/dynolog``."""
+    return Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "dynolog"
 
 
 def _spellings(name: str) -> List[str]:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Coroutine, Dict, List, Optional, Set, Tuple
+from typing import Any, Coroutine, Dict, List, Mapping, Optional, Set, Tuple
 
 from msmonitor_plugin.monitor.report import Report
 
-from ..config import DaemonConfig
+from ..config import DaemonConfig, user_state_dir
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
 from ..kinds.nputrace import NpuTrace
 from ..metrics import Metrics
@@ -45,8 +46,24 @@ class IncidentSettings:
 
     @classmethod
     def beside(cls, log_file: Path, trace_dir: Optional[Path], detector: Settings) -> IncidentSettings:
-        """The SQLite file beside the log; the traces in ``traces/`` there, unless a folder is given."""
-        return cls(str(log_file.parent / STORE_NAME), trace_dir or log_file.parent / "traces", detector)
+        """The SQLite file beside the log; the traces in *trace_dir*, else in :func:`default_trace_dir`."""
+        traces = trace_dir or default_trace_dir(log_file, os.geteuid(), os.environ)
+        return cls(str(log_file.parent / STORE_NAME), traces, detector)
+
+
+_SYSTEM_LOGS = Path("/var/log")
+
+
+def default_trace_dir(log_file: Path, euid: int, environ: Mapping[str, str]) -> Path:
+    """Traces are data, not logs: with the log under /var/log they go to the daemon's state folder, the
+    unit's ``StateDirectory=`` (``$STATE_DIRECTORY``), else /var/lib/dynolog for root, else this user's
+    (XDG); a log anywhere else (the user's state folder, a test's) keeps them beside it."""
+    folder = log_file.parent
+    if _SYSTEM_LOGS not in (folder, *folder.parents):
+        return folder / "traces"
+    if environ.get("STATE_DIRECTORY"):  # systemd may list several, colon-separated
+        return Path(environ["STATE_DIRECTORY"].split(":")[0]) / "traces"
+    return (Path("/var/lib/dynolog") if euid == 0 else user_state_dir(environ)) / "traces"
 
 
 def incident_settings(config: DaemonConfig) -> IncidentSettings:
