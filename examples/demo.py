@@ -105,7 +105,7 @@ def main() -> int:
         job = subprocess.Popen(
             [sys.executable, str(HERE / "train.py")],
             env=env,
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import time
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..cli import JOB_ID, Command, fill
+from .. import waiting
+from ..cli import JOB_ID, Command, Flag, fill
 from ..output import as_dict, duration, print_json, table
 from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
-FLAGS = (JOB_ID._replace(field="job_id"),)
+FLAGS = (
+    JOB_ID._replace(field="job_id"),
+    Flag(
+        "--wait-for",
+        None,
+        int,
+        0,
+        f"wait (up to {waiting.BOUND_S:.0f} s) until this many processes are registered, the daemon "
+        "perhaps still starting: for a script that has just started the daemon and its jobs",
+        minimum=0,
+    ),
+)
 HEADERS = (
     "PID",
     "HOST PID",
@@ -32,7 +44,7 @@ HEADERS = (
 
 def run(target: Target, args: Namespace) -> None:
     """List registered processes: pid (and host pid inside containers), job, rank, devices, client, state."""
-    reply = ask(target, args)
+    reply = listing(target, args)
     if target.json:
         print_json(to_json(reply))
         return
@@ -49,7 +61,7 @@ def run(target: Target, args: Namespace) -> None:
 def across(target: Target, args: Namespace) -> None:
     from .. import fanout
 
-    outcomes = fanout.gather(fanout.fleet(target), lambda one: ask(one, args), target.parallel)
+    outcomes = fanout.gather(fanout.fleet(target), lambda one: listing(one, args), target.parallel)
     optional = _optional([p for o in outcomes if o.answer is not None for p in o.answer.processes])
     view = fanout.View(
         _headers(optional), lambda reply: [_full_row(p, optional) for p in reply.processes], to_json
@@ -65,6 +77,18 @@ def ask(target: Target, args: Namespace) -> pb.ListProcessesResponse:
 
     with connect(target, "dyno processes") as stub:
         return stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)
+
+
+def listing(target: Target, args: Namespace) -> pb.ListProcessesResponse:
+    return wait_for(target, args) if args.wait_for else ask(target, args)
+
+
+def wait_for(target: Target, args: Namespace) -> pb.ListProcessesResponse:
+    def enough(reply: pb.ListProcessesResponse) -> Optional[str]:
+        have = len(reply.processes)
+        return None if have >= args.wait_for else f"{have} of --wait-for {args.wait_for} processes registered"
+
+    return waiting.until(lambda: ask(target, args), enough)
 
 
 def to_json(reply: pb.ListProcessesResponse) -> List[Dict[str, Any]]:

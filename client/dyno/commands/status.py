@@ -5,7 +5,8 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any, Dict, List, Union
 
-from ..cli import Command
+from .. import waiting
+from ..cli import Command, Flag
 from ..output import as_dict, duration, print_json
 from ..target import Target
 
@@ -21,7 +22,7 @@ def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
     from ..legacy_commands import LegacyStatus
 
-    status = ask(target)
+    status = waiting.until(lambda: ask(target), lambda _: None) if args.wait else ask(target)
     if target.json:
         print_json(to_json(status))
     elif isinstance(status, LegacyStatus):
@@ -144,4 +145,14 @@ def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:
     return fields
 
 
-COMMAND = Command("status", run, across=across)
+FLAGS = (
+    Flag(
+        "--wait",
+        None,
+        bool,
+        False,
+        f"wait (up to {waiting.BOUND_S:.0f} s) for a daemon that is still starting: for a script "
+        "that has just started it",
+    ),
+)
+COMMAND = Command("status", run, FLAGS, across)
