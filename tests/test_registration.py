@@ -8,9 +8,12 @@ import signal
 import subprocess
 import time
 
+import grpc
 import pytest
 
 from dynolog.registry import inner_pid
+from dynoproto import dynolog_pb2 as pb
+from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import BIN, Daemon, Workload, parent_of, read_line_until, wait_until
 
 pytestmark = pytest.mark.torch
@@ -91,6 +94,25 @@ def test_a_killed_process_is_forgotten_at_once(start_daemon, start_workload, sig
     took = time.monotonic() - exited
     assert f"process {job.pid} exited" in daemon.log_file.read_text(), "the sweep, not the pidfd, saw it"
     assert took < 1.0, f"forgotten {took:.2f} s after it exited"
+
+
+def test_the_step_count_the_daemon_shows_is_current_within_half_a_second(daemon, start_workload):
+    """The heartbeat comes every 5 s (the default keep-alive); the step count comes between them."""
+    job = start_workload("train.py", daemon.plugin_env())
+    daemon.wait_registered(job.pid)
+    changes = []  # when the step the daemon shows changed, sampled every 50 ms for 3 s
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        stub = pb_grpc.DynologStub(channel)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            shown = [
+                p.current_step for p in stub.ListProcesses(pb.ListProcessesRequest(), timeout=5).processes
+            ]
+            if not changes or shown[0] != changes[-1][1]:
+                changes.append((time.monotonic(), shown[0]))
+            time.sleep(0.05)  # the sampling period, not synchronisation
+    gaps = [later[0] - earlier[0] for earlier, later in zip(changes, changes[1:])]
+    assert len(gaps) >= 4 and max(gaps) < 0.8, f"the step changed after {gaps} s"
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):

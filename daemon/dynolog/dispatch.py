@@ -40,6 +40,7 @@ class IpcDispatcher:
             wire.MONITOR: self._on_monitor,
             wire.METRICS: self._on_metrics,
             wire.DATA: self._on_data,
+            wire.STEP: self._on_step,
         }
         self._expiry: Optional[asyncio.TimerHandle] = None
         self._pidwatch: Optional[PidWatch] = None  # each registered process's exit, learnt as it happens
@@ -108,6 +109,7 @@ class IpcDispatcher:
             keepalive_s=self.node.registry.keepalive_s,
             daemon_version=__version__,
             trace_roots=list(self._trace_roots),
+            step_reports=True,
         )
         endpoint.send(wire.encode(wire.ACK, ack.to_payload()), sender.address)
         if self.node.registry.is_helper(sender.pid):  # its job's plugin speaks for the process
@@ -135,6 +137,12 @@ class IpcDispatcher:
     def _on_monitor(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         event = wire.MonitorEvent.from_payload(datagram.payload)
         self.node.npumonitor.answered(self._registered(sender, datagram), event)
+
+    def _on_step(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
+        """The step count between heartbeats: `dyno status` and `dyno processes` stay current."""
+        step = wire.Step.from_payload(datagram.payload)
+        record = self._registered(sender, datagram)
+        record.current_step = max(record.current_step, step.step)
 
     def _on_metrics(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         self.node.metrics.chunk(self._registered(sender, datagram), datagram.payload)

@@ -6,7 +6,7 @@ import atexit
 import logging
 import logging.handlers
 import os
-from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Hashable, Iterable, List, Mapping, Optional, Tuple
 
 from . import identity, torch_hook, wire
 from .kinds import FRAMEWORK_TRACES, TRACES
@@ -46,7 +46,7 @@ class Agent:
         self.counter = counter
         self.owner_pid = os.getpid()
         self._env = env
-        self.link = DaemonLink(socket_dir, self._hello, self._on_datagram)
+        self.link = DaemonLink(socket_dir, self._hello, self._on_datagram, news=self._news)
         # One profiler per process: every recorder claims this slot before it starts one.
         self.slot = slot = ProfilerSlot()
         self.tracer = Tracer(counter, self._report, slot=slot, roots=lambda: self.link.trace_roots)
@@ -81,6 +81,11 @@ class Agent:
             self.service_profiler.switch.state() if self.service_profiler is not None else "",
             self.slot.holder or "",
         )
+
+    def _news(self) -> Tuple[int, Hashable]:
+        """What the hello says that can change while the process runs: its step, and its states."""
+        switch = self.service_profiler.switch.state() if self.service_profiler is not None else ""
+        return self.counter.count, (self.tracer.state(), self.monitor.state, switch, self.slot.holder)
 
     def _report(self, event: wire.TraceEvent) -> None:
         self.link.send_reliably(wire.EVENT, event.to_payload())

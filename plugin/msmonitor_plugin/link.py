@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Deque, List, Optional, Tuple
+from typing import Callable, Deque, Hashable, List, Optional, Tuple
 
 from . import wire
 from .throttled import Throttled
@@ -34,6 +34,15 @@ ABSENT_RETRY_S = (0.2, MAX_HEARTBEAT_S)
 # each wait jittered). From 10 ms: a full queue does not empty in 1 ms, and a thousand processes
 # retrying every millisecond spent most of a core on refused sends in the soak.
 UNSENT_RETRY_S = (0.01, 0.1)
+# Between heartbeats the link looks for news this often (a few attribute reads on its own thread, none on
+# the training thread): a changed state (trace, monitor, service switch, profiler holder) re-registers at
+# once, a changed step count is sent at most every STEP_REPORT_S, so `dyno status` and `dyno processes`
+# are current within half a second while the daemon hears two small datagrams a second per process.
+CHECK_S = 0.25
+STEP_REPORT_S = 0.5
+
+# What the process reports in its hello, for the link to see that it changed: (step count, the rest).
+News = Callable[[], Tuple[int, Hashable]]
 
 # Errors that mean "no daemon there right now" rather than a bug.
 _ABSENT = {errno.ECONNREFUSED, errno.ENOENT, errno.EAGAIN, errno.ENOTCONN, errno.EPERM, errno.EACCES}
@@ -81,6 +90,7 @@ class DaemonLink:
         make_hello: Callable[[], wire.Hello],
         on_datagram: Optional[Callable[[wire.Datagram], None]] = None,
         rng: Optional[random.Random] = None,
+        news: Optional[News] = None,
     ) -> None:
         self.daemon = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
         self.address = wire.endpoint_address(f"msmonitor-{os.getpid()}-{uuid.uuid4().hex[:12]}", socket_dir)
@@ -108,6 +118,11 @@ class DaemonLink:
         self._wake_w.setblocking(False)
         self._stopping = False
         self._next_hello = 0.0  # monotonic deadline of the next heartbeat
+        self._news = news
+        self._sent: Tuple[int, Hashable] = (0, None)  # the news the daemon last heard
+        self._step_sent_at = 0.0
+        self._next_check = 0.0
+        self._step_reports = False  # the daemon's ack says it takes wire.STEP
         self._thread = threading.Thread(target=self._run, name="msmonitor-link", daemon=True)
 
     def start(self) -> None:
@@ -186,6 +201,8 @@ class DaemonLink:
         absent = Backoff(ABSENT_RETRY_S, self._rng)
         while not self._stopping:
             try:
+                if self._news is not None:
+                    self._sent, self._step_sent_at = self._news(), time.monotonic()
                 delivered = self.send(wire.HELLO, self._make_hello().to_payload())
                 if delivered:
                     absent.reset()
@@ -205,10 +222,13 @@ class DaemonLink:
         waiting messages meanwhile, 10 ms apart at first, backing off to 100 ms."""
         unsent = Backoff(UNSENT_RETRY_S, self._rng)
         while not self._stopping:
-            remaining = self._next_hello - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            remaining = self._next_hello - now
+            if remaining <= 0 or self._state_changed(now):
                 return
             wait = min(remaining, unsent.wait()) if self._unsent else remaining
+            if self._news is not None and self.registered.is_set():
+                wait = min(wait, max(0.0, self._next_check - now))
             readable, _, _ = select.select([self._sock, self._wake_r], [], [], wait)
             if self._wake_r in readable:
                 self._wake_r.recv(64)
@@ -218,6 +238,20 @@ class DaemonLink:
                 unsent.failed()
             else:
                 unsent.reset()
+
+    def _state_changed(self, now: float) -> bool:
+        """Every CHECK_S while registered: True when the hello's state changed (heartbeat now); a changed
+        step count alone goes as a small wire.STEP, at most every STEP_REPORT_S."""
+        if self._news is None or not self.registered.is_set() or now < self._next_check:
+            return False
+        self._next_check = now + CHECK_S
+        step, state = self._news()
+        if state != self._sent[1]:
+            return True
+        due = step != self._sent[0] and self._step_reports and now - self._step_sent_at >= STEP_REPORT_S
+        if due and self.send(wire.STEP, wire.Step(step=step).to_payload()):
+            self._sent, self._step_sent_at = (step, state), now
+        return False
 
     def _drain(self) -> None:
         while True:
@@ -241,6 +275,7 @@ class DaemonLink:
             # Three heartbeats per keep-alive: one lost datagram never makes the daemon forget us.
             self.heartbeat_s = min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, ack.keepalive_s / 3))
             self.trace_roots = ack.trace_roots
+            self._step_reports = ack.step_reports
             self._next_hello = min(self._next_hello, time.monotonic() + self.heartbeat_s)
             self.registered.set()
             self._flush_unsent()

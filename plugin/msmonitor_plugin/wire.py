@@ -50,6 +50,7 @@ COMMAND = "mm.command"  # daemon -> plugin: run a trace (or monitor) command
 EVENT = "mm.event"  # plugin -> daemon: a trace changed phase (accepted, running, finished, failed)
 MONITOR = "mm.monitor"  # plugin -> daemon: the npu-monitor state after a command, or when it stopped
 METRICS = "mm.metrics"  # plugin -> daemon: one chunk of an interval's monitor report (JSON)
+STEP = "mm.step"  # plugin -> daemon: the step count, between heartbeats (to a daemon whose ack asks it)
 
 # Kineto's request type bit (LibkinetoConfigType) that says its activity profiler is free.
 CONFIG_ACTIVITIES = 2
@@ -318,11 +319,20 @@ class Ack(JsonMessage):
     # The daemon's --trace-root directories: the plugin confines the folders it writes traces into to
     # them again when it writes (trace/output.py), since a path checked on arrival can change by then.
     trace_roots: List[str] = field(default_factory=list)
+    # The daemon takes :class:`Step` between heartbeats (an older one would count it as malformed).
+    step_reports: bool = False
 
 
 @dataclass
 class Bye(JsonMessage):
     pid: int
+
+
+@dataclass
+class Step(JsonMessage):
+    """The process's step count, sent when it changed, at most every ``link.STEP_REPORT_S``."""
+
+    step: int
 
 
 @dataclass

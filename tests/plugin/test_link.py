@@ -108,6 +108,32 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(wire.Bye.from_payload(datagram.payload).pid, os.getpid())
         self.assertFalse(os.path.exists(sender), "the plugin's socket file is removed")
 
+    def test_between_heartbeats_a_new_step_goes_as_a_step_report_and_a_new_state_as_a_hello(self):
+        daemon = FakeDaemonSocket(self.dir.name)
+        self.addCleanup(daemon.close)
+        news = {"step": 7, "state": "off"}
+        link = DaemonLink(
+            self.dir.name,
+            lambda: identity.hello(news["step"], ["push"], service=news["state"]),
+            news=lambda: (news["step"], news["state"]),
+        )
+        self.addCleanup(link.stop)
+        link.start()
+        hello, sender = daemon.receive()
+        self.assertEqual(hello.type, wire.HELLO)
+        ack = wire.Ack(keepalive_s=60.0, step_reports=True)  # heartbeats 5 s apart: news cannot wait
+        daemon.sock.sendto(wire.encode(wire.ACK, ack.to_payload()), sender)
+        self.assertTrue(link.registered.wait(5))
+        news["step"] = 9
+        report = daemon.receive()[0]
+        self.assertEqual((report.type, wire.Step.from_payload(report.payload).step), (wire.STEP, 9))
+        news["state"] = "on since 10:00:00, /data"
+        while True:  # the step report may come first
+            datagram = daemon.receive()[0]
+            if datagram.type == wire.HELLO:
+                break
+        self.assertEqual(wire.Hello.from_payload(datagram.payload).service, news["state"])
+
     def test_no_daemon_is_not_an_error(self):
         attempts = threading.Semaphore(0)
 
