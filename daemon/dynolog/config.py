@@ -354,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,  # gflags takes whole names only
         description="Per-node daemon of msMonitor: serves `dyno` over gRPC and the processes of this node "
         "over local IPC.",
-        epilog="Flags may be written --flag-name or --flag_name. "
+        epilog="Flags may be written --flag-name or --flag_name, and as gflags takes them (-flag=value, "
+        "-flag value, --noflag). The C++ dynolog's and msMonitor's other flags are accepted with a warning. "
         "Example: dynolog --enable-ipc-monitor --log-file /tmp/dynolog.log",
     )
     for f in dataclasses.fields(DaemonConfig):
