@@ -107,6 +107,18 @@ def drain(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
             pass
 
 
+def rest_of_output(proc: subprocess.Popen, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
+    """What *proc* writes to stdout from here until it closes it (its exit), bounded by *timeout*."""
+    assert proc.stdout is not None
+    reader = _readers.setdefault(proc, _LineReader(proc.stdout.fileno()))
+    deadline = time.monotonic() + timeout
+    lines: List[str] = []
+    while (line := reader.readline(deadline)) is not None:
+        lines.append(line)
+    assert reader.eof, f"still writing after {timeout}s:\n{''.join(lines)}"
+    return "".join(lines)
+
+
 def read_line_until(proc: subprocess.Popen, prefix: str, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
     """Read *proc*'s stdout until a line starting with *prefix*; fail with its output if it exits."""
     assert proc.stdout is not None

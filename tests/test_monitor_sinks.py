@@ -74,7 +74,8 @@ def reports(fake_mspti: str) -> List[Report]:
             else:
                 os.environ[k] = v
     assert first is not None
-    second = Report.from_dict(dict(first.to_dict(), seq=first.seq + 1, end_ns=first.end_ns + 10**9))
+    later = {"end_ns": first.end_ns + 10**9, "sampled_ns": first.sampled_ns + 10**9}  # MSPTI: all of it
+    second = Report.from_dict(dict(first.to_dict(), seq=first.seq + 1, **later))
     assembler = ChunkAssembler()
     out = []
     for report in (first, second):
@@ -122,6 +123,7 @@ def test_tensorboard_runs_and_tags_read_back_with_tensorboard(tmp_path: Path, re
     host_tags = set(host.Tags()["scalars"])
     assert {"API/total_ns", "Marker/total_ns"} <= host_tags
     assert any(t.startswith("Marker/top/fake_domain/Marker_") for t in host_tags)
+    assert "sampled_fraction" not in host_tags, "MSPTI observes the whole interval: nothing to say"
 
 
 def scrape(port: int) -> Dict[str, List]:
@@ -161,6 +163,7 @@ def test_prometheus_page_parses_with_prometheus_client(
         per_group[key] = per_group.get(key, 0) + 1
     assert max(per_group.values()) == 2  # names limited to the top N
     assert any(s.labels["name"].startswith("fake_domain/Marker_") for s in top)
+    assert {s.value for s in families["msmonitor_interval_sampled_ratio"]} == {1.0}, "MSPTI sees it all"
     prometheus.forget(other)
     assert not any(s.labels["rank"] == "pid99" for s in scrape(prometheus.port)["msmonitor_records"])
     # The daemon's own drops, by where, read when scraped.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import urllib.request
@@ -13,7 +15,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from harness import BIN, Daemon, free_port, read_line_until, stop_process, trainer, wait_until
+from harness import (
+    BIN,
+    Daemon,
+    free_port,
+    read_line_until,
+    rest_of_output,
+    stop_process,
+    trainer,
+    wait_until,
+)
 from msmonitor_plugin import wire
 from wire_peer import PluginPeer
 
@@ -70,12 +81,15 @@ def test_reports_arrive_every_interval_and_reach_every_sink(start_daemon, start_
     samples = [s for f in text_string_to_metric_families(page) for s in f.samples]
     kernel_samples = [s for s in samples if s.labels.get("kind") == "Kernel"]
     assert kernel_samples and kernel_samples[0].labels["rank"] == "0" and kernel_samples[0].labels["host"]
+    (sampled,) = [s for s in samples if s.name == "msmonitor_interval_sampled_ratio"]
+    assert 0 < sampled.value < 1, "the torch backend's figures are of its sampling window"
 
     runs = list((tmp_path / "tb").glob("device_host/*"))
     assert runs, "a TensorBoard run for the host's data"
     events = EventAccumulator(str(runs[0]))
     wait_until(lambda: events.Reload().Tags()["scalars"], what="TensorBoard scalars")
     assert any(tag.startswith("Kernel/") for tag in events.Tags()["scalars"])
+    assert "sampled_fraction" in events.Tags()["scalars"]
 
     jsonl = daemon.log_file.with_name("dynolog_metrics.jsonl")
     assert wait_until(lambda: jsonl.exists() and jsonl.read_text().strip(), what="the JSONL metrics file")
@@ -83,6 +97,46 @@ def test_reports_arrive_every_interval_and_reach_every_sink(start_daemon, start_
     stop = daemon.dyno_json("npu-monitor", "--npu-monitor-stop")
     assert stop["commandStatus"] == "effective"
     wait_until(lambda: monitor_state(daemon, job.pid) == "MONITOR_STATE_IDLE", what="the monitor to stop")
+
+
+def test_watch_labels_sampled_counts_and_the_job_prints_no_kineto_lines(daemon, start_workload):
+    job = trainer(daemon, start_workload)
+    daemon.dyno_json(
+        "npu-monitor",
+        "--npu-monitor-start",
+        "--report-interval-s",
+        "1",
+        "--mspti-activity-kind",
+        "Kernel,API",
+    )
+    live = subprocess.Popen(
+        [str(BIN / "dyno"), "--port", str(daemon.port), "npu-monitor", "--watch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        header = read_line_until(live, "HOST/RANK", timeout=60)
+        row = read_line_until(live, "", timeout=10)  # the first process's first kind
+        note = read_line_until(live, "* ", timeout=10)
+    finally:
+        stop_process(live, signal.SIGINT)
+    assert header.split()[:6] == ["HOST/RANK", "KIND", "DEVICE", "COUNT", "EST.", "COUNT"]
+    count, estimate = row.split()[3:5]
+    assert row.split()[0].endswith("/0*") and int(estimate[1:]) > int(count) > 0, row
+    assert re.fullmatch(
+        r"\* \S+/0: torch backend sampled \d+\.\d\d s of the 1\.\d s interval \(\d+%\): COUNT and TOTAL are "
+        r"of that window; EST\. COUNT is COUNT scaled to the interval, an estimate .*",
+        note,
+    ), note
+
+    daemon.dyno_json("npu-monitor", "--npu-monitor-stop")
+    wait_until(lambda: monitor_state(daemon, job.pid) == "MONITOR_STATE_IDLE", what="the monitor to stop")
+    assert job.proc is not None and job.proc.stdin is not None
+    job.proc.stdin.close()  # the job ends; all it wrote while monitored is in its output
+    output = rest_of_output(job.proc)
+    # Kineto's own lines: its initialisation off the thread that imported torch, and its start/stop notes.
+    assert "External init callback" not in output and "USDT" not in output, output
 
 
 def test_duration_expiry_frees_the_process_for_nputrace(daemon, start_workload, tmp_path):

@@ -50,7 +50,7 @@ class Agent:
         # One profiler per process: every recorder claims this slot before it starts one.
         self.slot = slot = ProfilerSlot()
         self.tracer = Tracer(counter, self._report, slot=slot, roots=lambda: self.link.trace_roots)
-        self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot)
+        self.monitor = MonitorHandler(env, send=self.link.send_reliably, slot=slot, at_next_step=counter.once)
         self.router = CommandRouter()
         self.router.register((kind.command for kind in TRACES), self.tracer.accept)
         self.router.register((CommandKind.NPUMONITOR,), self.monitor.handle)

@@ -20,6 +20,7 @@ from .monitor.config import ConfigError, MonitorConfig
 from .monitor.engine import Monitor
 from .monitor.report import Report
 from .slot import ProfilerSlot
+from .steps import AtNextStep
 from .vocabulary import MONITOR_HOLDER, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
@@ -30,13 +31,21 @@ Send = Callable[[str, bytes], None]
 
 class MonitorHandler:
     def __init__(
-        self, env: Mapping[str, str], send: Optional[Send] = None, slot: Optional[ProfilerSlot] = None
+        self,
+        env: Mapping[str, str],
+        send: Optional[Send] = None,
+        slot: Optional[ProfilerSlot] = None,
+        at_next_step: Optional[AtNextStep] = None,
     ) -> None:
         self._env = env
         self._send = send
         self._slot = slot if slot is not None else ProfilerSlot()
         self._monitor = Monitor(
-            rank=identity.rank(env), on_report=self._on_report, on_stopped=self._on_stopped, env=env
+            rank=identity.rank(env),
+            on_report=self._on_report,
+            on_stopped=self._on_stopped,
+            env=env,
+            at_next_step=at_next_step,
         )
         self._last: Optional[wire.MonitorEvent] = None  # the answer to the last command
 

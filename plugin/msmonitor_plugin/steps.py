@@ -5,6 +5,9 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Optional
 
+# StepCounter.once: runs an action at the next step boundary; returns its cancel, or None when it cannot.
+AtNextStep = Callable[[Callable[[], None]], Optional[Callable[[], None]]]
+
 
 class StepCounter:
     """Counts step boundaries; step k is the work between the k-th and (k+1)-th boundary.
@@ -22,6 +25,23 @@ class StepCounter:
         # Once the program calls step() itself, optimizer hooks stop counting, so no step counts twice.
         self.explicit = False
         self._optimizer: Optional[weakref.ref[Any]] = None
+
+    def once(self, action: Callable[[], None]) -> Optional[Callable[[], None]]:
+        """Run *action* at the next boundary, on the training thread; returns what cancels it, or None
+        when :attr:`pending` is taken (a trace's: the two never run together)."""
+        if self.pending is not None:
+            return None
+
+        def boundary(_step: int) -> None:
+            cancel()
+            action()
+
+        def cancel() -> None:
+            if self.pending is boundary:
+                self.pending = None
+
+        self.pending = boundary
+        return cancel
 
     def step(self) -> None:
         self.explicit = True

@@ -42,6 +42,24 @@ class StepCounterTest(unittest.TestCase):
         counter.optimizer_stepped(optimizer)
         self.assertEqual(counter.count, 1)
 
+    def test_once_runs_at_the_next_boundary_only_and_never_takes_a_traces_slot(self):
+        counter = StepCounter()
+        seen = []
+        cancel = counter.once(lambda: seen.append(counter.count))
+        self.assertIsNotNone(cancel)
+        counter.step()
+        counter.step()
+        self.assertEqual(seen, [1])
+        self.assertIsNone(counter.pending)
+        cancel = counter.once(lambda: seen.append("cancelled"))
+        cancel()
+        counter.step()
+        self.assertEqual(seen, [1])
+        counter.pending = seen.append  # a trace's work
+        self.assertIsNone(counter.once(lambda: seen.append("never")))
+        counter.step()
+        self.assertEqual(seen, [1, 4])
+
 
 class IdentityTest(unittest.TestCase):
     def test_registration_describes_this_process(self):

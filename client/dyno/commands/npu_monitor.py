@@ -358,23 +358,54 @@ def render(
 ) -> str:
     """Per host/rank/kind/device totals, then the top names of each, as one table; each report comes
     with the host name to show. Across hosts, *scope* says how many answer, and *gone* marks the hosts
-    that dropped out (their last reports stay) and says why."""
+    that dropped out (their last reports stay) and says why. A report that observed only part of its
+    interval (the torch backend's sampling window) is marked ``*``, with a note of how much it sampled
+    and an ``EST. COUNT`` column scaling its counts to the whole interval."""
     rows: List[List[str]] = []
+    notes: List[str] = []
+    estimating = any(sampled_share(r) for _, r in reports)  # else no EST. COUNT column: nothing to scale
+
+    def counts(count: int, share: float) -> List[str]:
+        return [str(count), f"~{count / share:.0f}" if share else ""] if estimating else [str(count)]
+
     for host, r in sorted(reports, key=lambda hr: (hr[0], hr[1].rank, hr[1].pid)):
+        share = sampled_share(r)
+        who = f"{host}/{rank_text(r.rank)}" + (" [dropped]" if host in gone else "")
+        if share:
+            notes.append(_sampling_note(who, r, share))
+            who += "*"
         for k in r.kinds:
             device = "host" if k.device < 0 else str(k.device)
-            who = f"{host}/{rank_text(r.rank)}" + (" [dropped]" if host in gone else "")
-            rows.append(
-                [who, k.kind, device, str(k.count), _ms(k.total_ns), _ms(int(k.mean_ns)), _ms(k.max_ns), ""]
-            )
+            times = [_ms(k.total_ns), _ms(int(k.mean_ns)), _ms(k.max_ns)]
+            rows.append([who, k.kind, device, *counts(k.count, share), *times, ""])
             rows += [
-                ["", "", "", str(n.count), _ms(n.total_ns), _ms(int(n.mean_ns)), "", n.name]
+                ["", "", "", *counts(n.count, share), _ms(n.total_ns), _ms(int(n.mean_ns)), "", n.name]
                 for n in k.top[:5]
             ]
     stamp = time.strftime("%H:%M:%S")
     header = f"npu-monitor — {len(reports)} process(es){scope}, last update {stamp} (Ctrl-C leaves)"
-    cols = ("HOST/RANK", "KIND", "DEVICE", "COUNT", "TOTAL ms", "MEAN ms", "MAX ms", "TOP NAMES")
-    return "\n".join([header, table(cols, rows), *gone.values()])
+    cols = ["HOST/RANK", "KIND", "DEVICE", *(("COUNT", "EST. COUNT") if estimating else ("COUNT",))]
+    cols += ["TOTAL ms", "MEAN ms", "MAX ms", "TOP NAMES"]
+    return "\n".join([header, table(cols, rows), *notes, *gone.values()])
+
+
+def sampled_share(report: pb.MetricsReport) -> float:
+    """The part of its interval a report observed when less than all of it (the torch backend's window),
+    else 0."""
+    from msmonitor_plugin.monitor.report import sampled_fraction  # watch only: the monitor package is big
+
+    share = sampled_fraction(report.start_ns, report.end_ns, report.sampled_ns)
+    return share if share < 1 else 0.0
+
+
+def _sampling_note(who: str, report: pb.MetricsReport, share: float) -> str:
+    interval_s = (report.end_ns - report.start_ns) / 1e9
+    sampled_s = report.sampled_ns / 1e9
+    return (
+        f"* {who}: {report.backend} backend sampled {sampled_s:.2f} s of the {interval_s:.1f} s "
+        f"interval ({share:.0%}): COUNT and TOTAL are of that window; EST. COUNT is COUNT scaled to the "
+        "interval, an estimate that assumes the window is typical"
+    )
 
 
 def _ms(ns: int) -> str:

@@ -17,6 +17,9 @@ metric                                     type     value
 ``msmonitor_top_records``                  gauge    + ``name``: its record count
 ``msmonitor_dropped_total``                counter  ``host, job, rank, reason``: records lost
 ``msmonitor_report_timestamp_seconds``     gauge    ``host, job, rank``: end of the last interval
+``msmonitor_interval_sampled_ratio``       gauge    ``host, job, rank``: the part of the last interval
+                                                    observed (1; less with the torch backend, whose
+                                                    interval figures are its sampling window's)
 ``dynolog_dropped_total``                  counter  ``where``: what the daemon itself dropped
 ``dynolog_monitor_reports_total``          counter  ``stage``: reports the daemon received whole
                                                     (``received``), handed to watch streams
@@ -122,6 +125,9 @@ def _families(processes: List[_Process], top_n: int) -> List[Metric]:
     stamp = GaugeMetricFamily(
         "msmonitor_report_timestamp_seconds", "End of the last interval", labels=PROCESS_LABELS
     )
+    sampled = GaugeMetricFamily(
+        "msmonitor_interval_sampled_ratio", "Part of the last interval observed", labels=PROCESS_LABELS
+    )
     for p in processes:
         who = [p.labels.host, p.labels.job, p.labels.rank_label]
         for (device, kind), count in sorted(p.records.items()):
@@ -132,6 +138,7 @@ def _families(processes: List[_Process], top_n: int) -> List[Metric]:
         if p.last is None:
             continue
         stamp.add_metric(who, p.last.end_ns * NS)
+        sampled.add_metric(who, p.last.sampled_fraction)
         for ks in p.last.kinds:
             labels = [*who, str(ks.device), ks.kind.label]
             interval_records.add_metric(labels, ks.count)
@@ -143,7 +150,7 @@ def _families(processes: List[_Process], top_n: int) -> List[Metric]:
                 top_duration.add_metric([*labels, key], name.total_ns * NS)
                 top_records.add_metric([*labels, key], name.count)
     return [records, duration, interval_records, interval_duration, mean, longest, top_duration, top_records,
-            dropped, stamp]  # fmt: skip
+            dropped, stamp, sampled]  # fmt: skip
 
 
 class PrometheusSink:

@@ -9,8 +9,9 @@ kind is written here.
 
 Scalar tags, per kind: ``<Kind>/total_ns``, ``<Kind>/count``, ``<Kind>/mean_ns``, ``<Kind>/max_ns``; per top
 name (at most ``top_n``): ``<Kind>/top/<name>/total_ns`` and ``…/mean_ns`` (markers:
-``Marker/top/<domain>/<name>/…``); per process, in its host run: ``dropped/<reason>``. Step: the report's
-sequence number; wall time: the end of its interval.
+``Marker/top/<domain>/<name>/…``); per process, in its host run: ``dropped/<reason>``, and
+``sampled_fraction`` when the report observed only part of its interval (the torch backend's window).
+Step: the report's sequence number; wall time: the end of its interval.
 An incident of ``--auto-trace`` (docs/incidents.md) is marked at the step of the report that raised
 it, in the run of its device: the scalar ``incident/<Kind>`` (how many times slower than the baseline)
 and a text note ``incident/<Kind>/text_summary`` saying what was detected and done.
@@ -97,6 +98,8 @@ class TensorBoardSink:
         if report.dropped:
             host = runs.setdefault(run_dir(process, -1), [])
             host.extend((f"dropped/{reason}", float(n)) for reason, n in sorted(report.dropped.items()))
+        if report.sampled_fraction < 1:
+            runs.setdefault(run_dir(process, -1), []).append(("sampled_fraction", report.sampled_fraction))
         walltime = report.end_ns / 1e9
         with self._lock:
             for run, values in runs.items():

@@ -16,6 +16,7 @@ import struct
 from typing import Dict, FrozenSet, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from ..identity import imported
+from ..steps import AtNextStep
 from .aggregate import Aggregator, Row
 from .filters import KEEP_ALL, Filter
 from .layouts import BufferParser, BufferResult, NameTable, WalkError, stride_offsets
@@ -278,8 +279,12 @@ class NoBackend:
         pass
 
 
-def select_backend(env: Mapping[str, str] = os.environ) -> Tuple[Backend, List[str]]:
-    """MSPTI, else torch (only if already imported), else none; plus why the better ones were not taken."""
+def select_backend(
+    env: Mapping[str, str] = os.environ, at_next_step: Optional[AtNextStep] = None
+) -> Tuple[Backend, List[str]]:
+    """MSPTI, else torch (only if already imported), else none; plus why the better ones were not taken.
+
+    *at_next_step* lets the torch backend open its first window on the training thread."""
     notes: List[str] = []
     try:
         return MsptiBackend(load_library(env=env), env), notes
@@ -292,7 +297,7 @@ def select_backend(env: Mapping[str, str] = os.environ) -> Tuple[Backend, List[s
     from .torch_backend import TorchBackend, TorchUnavailable
 
     try:
-        return TorchBackend(torch, env), notes
+        return TorchBackend(torch, env, at_next_step), notes
     except TorchUnavailable as exc:
         notes.append(str(exc))
         return NoBackend(f"no backend: {exc}"), notes

@@ -18,6 +18,7 @@ must not block for long, and exceptions they raise are logged and swallowed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..steps import AtNextStep
 from ..vocabulary import MonitorState
 from .aggregate import Aggregator
 from .backends import Backend, Collector, select_backend
@@ -85,14 +87,17 @@ class Monitor:
         on_report: Optional[Callable[[Report], None]] = None,
         on_stopped: Optional[Callable[[str], None]] = None,
         env: Mapping[str, str] = os.environ,
-        backend_factory: BackendFactory = select_backend,
+        backend_factory: Optional[BackendFactory] = None,
+        at_next_step: Optional[AtNextStep] = None,
     ) -> None:
+        """*at_next_step* (StepCounter.once) lets a backend act on the training thread; *backend_factory*
+        replaces :func:`select_backend` (tests)."""
         self.rank = rank
         self.pid = os.getpid()
         self.on_report = on_report
         self.on_stopped = on_stopped
         self.env = env
-        self.backend_factory = backend_factory
+        self.backend_factory = backend_factory or functools.partial(select_backend, at_next_step=at_next_step)
         self.interval_s = 60
         self._lock = threading.RLock()  # commands and the monitor thread; backends are driven under it
         self._wake = threading.Condition(self._lock)

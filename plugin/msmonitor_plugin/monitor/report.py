@@ -50,6 +50,14 @@ def _domain(value: Any) -> Optional[str]:
     return None if value is None else str(value)
 
 
+def sampled_fraction(start_ns: int, end_ns: int, sampled_ns: int) -> float:
+    """The part of the interval ``[start_ns, end_ns)`` a report observed: 1.0 for all of it (MSPTI), and
+    for a report that does not say (``sampled_ns`` 0, as msMonitor's); less for the torch backend's
+    sampling window, whose counts and totals are that window's only."""
+    interval = end_ns - start_ns
+    return sampled_ns / interval if 0 < sampled_ns < interval else 1.0
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -206,6 +214,10 @@ class Report:
             if isinstance(exc, ReportError):
                 raise
             raise ReportError(f"malformed report: {exc}") from exc
+
+    @property
+    def sampled_fraction(self) -> float:
+        return sampled_fraction(self.start_ns, self.end_ns, self.sampled_ns)
 
     def find(self, kind: Kind, device: Optional[int] = None) -> List[KindStat]:
         return [k for k in self.kinds if k.kind == kind and (device is None or k.device == device)]

@@ -31,15 +31,25 @@ cost (stop + parse, and the in-window slowdown estimated from them) stays within
 The profiler runs on the monitor thread and records all threads (``profile_all_threads``, checked at
 start; 2.13 is tested); with a torch that lacks it the backend is unavailable. torch is never imported
 here: the module the process already imported is passed in.
+
+Kineto initialises itself at the first profiler start in the process, and prints "External init callback
+must run in same thread as registerClient" to the job's stderr when that start is not on the thread that
+imported torch. So the process's first window opens at a step boundary, on the training thread (stopped
+later from the monitor thread, which Kineto allows); every later window opens on the monitor thread.
+A process without step boundaries (no optimizer steps) gets its first window from the monitor thread one
+interval late, and the line with it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
+from ..steps import AtNextStep
+from ..vocabulary import KINETO_QUIET
 from .records import HOST, HostExtras, Kind, MarkerExtras, Record, clip_name
 
 log = logging.getLogger("msmonitor_plugin")
@@ -68,6 +78,9 @@ IN_WINDOW_COST = 2.0
 PARSE_COST = 2.0
 
 
+_kineto_initialised = False  # this process's Kineto, by a window this module opened (per process, once)
+
+
 class TorchUnavailable(RuntimeError):
     pass
 
@@ -90,8 +103,11 @@ class Sampler:
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, torch: Any, env: Mapping[str, str] = os.environ) -> None:
+    def __init__(
+        self, torch: Any, env: Mapping[str, str] = os.environ, at_next_step: Optional[AtNextStep] = None
+    ) -> None:
         self.torch = torch
+        self.at_next_step = at_next_step
         self._check_version()
         self.cuda = bool(torch.cuda.is_available())
         self.host_is_device = not self.cuda  # CPU operators are the Kernel kind: the CPU is the device
@@ -104,9 +120,11 @@ class TorchBackend:
         self._window_end = 0.0
         self._interval_s = 60.0
         self._sampled_ns = 0
+        self._lock = threading.Lock()  # the window, opened on the training thread or the monitor thread
+        self._cancel_opening: Optional[Callable[[], None]] = None  # the first window, awaiting a step
         # Kineto prints two lines to stderr per profiler start/stop unless told otherwise; the process's
         # output is not ours to write into. Only effective before Kineto's first use; never overrides.
-        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
 
     def _check_version(self) -> None:
         profiler = getattr(self.torch, "_C", None)
@@ -131,9 +149,62 @@ class TorchBackend:
     def begin_interval(self, now: float, interval_s: float) -> None:
         """Open this interval's profiling window (the monitor thread calls this at each interval start)."""
         self._interval_s = interval_s
-        if self._profiler is not None or not self.kinds:
-            return
-        window = min(self.sampler.window_s, interval_s / 2)
+        with self._lock:
+            waited = self._cancel_pending_open()  # no step came in a whole interval: open it here
+            if self._profiler is not None or not self.kinds:
+                return
+            if not _kineto_initialised and not waited and self.at_next_step is not None:
+                self._cancel_opening = self.at_next_step(self._open_at_step)
+                if self._cancel_opening is not None:
+                    return
+            self._open(now)
+
+    def poll(self, now: float) -> Optional[float]:
+        """Close the window when it is due; returns when to be called next (None: nothing open)."""
+        with self._lock:
+            if self._cancel_opening is not None:  # the training thread opens it: look again shortly
+                return now + MIN_WINDOW_S
+            if self._profiler is None:
+                return None
+            if now < self._window_end:
+                return self._window_end
+            self._close_window(now)
+            return None
+
+    def flush(self) -> None:
+        """End of an interval: a window still open is closed so its records count in this report."""
+        with self._lock:
+            if self._profiler is not None:
+                self._close_window(time.monotonic())
+
+    def take_sampled_ns(self) -> Optional[int]:
+        sampled, self._sampled_ns = self._sampled_ns, 0
+        return sampled
+
+    def stop(self) -> None:
+        with self._lock:
+            self._cancel_pending_open()
+        self.flush()
+        self.collector = None
+
+    def _cancel_pending_open(self) -> bool:
+        """Forget a first window still waiting for a step; whether there was one."""
+        cancel, self._cancel_opening = self._cancel_opening, None
+        if cancel is not None:
+            cancel()
+        return cancel is not None
+
+    def _open_at_step(self) -> None:
+        """On the training thread, at a step boundary: the process's first window."""
+        with self._lock:
+            if self._cancel_opening is None:  # cancelled meanwhile (the monitor stopped)
+                return
+            self._cancel_opening = None
+            self._open(time.monotonic())
+
+    def _open(self, now: float) -> None:
+        global _kineto_initialised
+        window = min(self.sampler.window_s, self._interval_s / 2)
         try:
             self._profiler = self._new_profiler()
             self._profiler.start()
@@ -142,30 +213,9 @@ class TorchBackend:
             self.collector.drop("torch_window_skipped")
             log.warning("torch profiler window skipped: %s", exc)
             return
+        _kineto_initialised = True
         self._window_start = now
         self._window_end = now + window
-
-    def poll(self, now: float) -> Optional[float]:
-        """Close the window when it is due; returns when to be called next (None: nothing open)."""
-        if self._profiler is None:
-            return None
-        if now < self._window_end:
-            return self._window_end
-        self._close_window(now)
-        return None
-
-    def flush(self) -> None:
-        """End of an interval: a window still open is closed so its records count in this report."""
-        if self._profiler is not None:
-            self._close_window(time.monotonic())
-
-    def take_sampled_ns(self) -> Optional[int]:
-        sampled, self._sampled_ns = self._sampled_ns, 0
-        return sampled
-
-    def stop(self) -> None:
-        self.flush()
-        self.collector = None
 
     def _new_profiler(self) -> Any:
         from_profiler = self.torch.profiler
