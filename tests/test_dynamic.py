@@ -271,7 +271,9 @@ def test_launch_mode_starts_the_job_with_the_plugin_and_ends_with_its_exit_code(
     news = session.answer()  # the job ends after its 300 steps
     assert news["ended"] and f"pid {process['pid']}" in news["message"]
     assert session.proc.wait(30) == 0, "dyno exits with the job's exit code"
-    assert "ready pid=" in log.read_text(), "the job's output went to --app-log"
+    output = log.read_text()
+    assert "ready pid=" in output, "the job's output went to --app-log"
+    assert "USDT" not in output, "Kineto's notes on each window would land in the prompt"
     assert len(list((tmp_path / "prof").glob("PROF_*"))) == 1
 
 

@@ -107,6 +107,7 @@ class Reason(enum.Enum):
     PROCESS_LIMIT = "beyond --process-limit"
     HELD = "another `dyno dynamic` session controls it"
     FRAMEWORK_CANNOT = "the framework's own profiler there cannot take this trace"
+    OUTPUT_MISSING = "its output folder does not exist there, and stock Kineto does not create folders"
 
 
 # --- defaults: one place for what dyno, the daemon and the plugin assume when a value is not given ---
@@ -122,6 +123,9 @@ DEFAULT_PROFILER_LEVEL = "Level0"
 DEFAULT_AIC_METRICS = "AiCoreNone"
 DEFAULT_DURATION_MS = 500  # a time-based trace without --duration-ms, as dynolog's dyno
 DEFAULT_KINETO_LOG_FILE = "/tmp/libkineto_activities.json"
+# KINETO_LOG_LEVEL above Kineto's highest (USDT, 5): it prints a "USDT: … profiler_start" and a
+# "… profiler_stop" line on stderr per profiler start and stop unless told so before its first use.
+KINETO_QUIET = "6"
 # msprof's dynamic-mode limits: the session ends after this long without collecting, or this many
 # start/stop commands.
 DEFAULT_DYNAMIC_IDLE_TIMEOUT_S = 1800

@@ -14,6 +14,7 @@ from msmonitor_plugin.vocabulary import (
     DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
     DEFAULT_NPU_ACTIVITIES,
     FLAG_NAMES,
+    KINETO_QUIET,
     split_list,
 )
 
@@ -154,7 +155,10 @@ def _check_usage(target: Target, args: Namespace) -> None:
 
 
 def _launch(command: List[str], app_log: Optional[str]) -> subprocess.Popen[bytes]:
-    """Start the job, its plugin told to register with dynolog; its output to the terminal or *app_log*."""
+    """Start the job, its plugin told to register with dynolog; its output to the terminal or *app_log*.
+
+    Kineto is told to keep quiet (unless the user's environment sets KINETO_LOG_LEVEL): each window
+    would otherwise print its start and stop notes over the prompt the job shares the terminal with."""
     import subprocess
 
     try:
@@ -164,7 +168,7 @@ def _launch(command: List[str], app_log: Optional[str]) -> subprocess.Popen[byte
     try:
         return subprocess.Popen(
             command,
-            env={**os.environ, "MSMONITOR_USE_DAEMON": "1"},
+            env={"KINETO_LOG_LEVEL": KINETO_QUIET, **os.environ, "MSMONITOR_USE_DAEMON": "1"},
             stdin=subprocess.DEVNULL,  # dyno reads the commands
             stdout=log,
             stderr=subprocess.STDOUT if log else None,
