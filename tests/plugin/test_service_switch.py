@@ -188,7 +188,7 @@ class HostileFileTest(TempDir):
     names, the interpreter starts at once and reads nothing without bound."""
 
     def start_python(self, path):
-        """An interpreter that starts as the .pth hook has it start; its output, or a hang reported."""
+        """An interpreter that starts as the .pth hook has it start; its stderr, or a hang reported."""
         code = "import msmonitor_plugin._autostart; print('started')"
         env = dict(os.environ, SERVICE_PROF_CONFIG_PATH=path, PYTHONPATH=_plugin_path())
         env.pop("MSMONITOR_USE_DAEMON", None)
@@ -199,6 +199,7 @@ class HostileFileTest(TempDir):
         except subprocess.TimeoutExpired:
             self.fail(f"the interpreter hung at start with the switch file {path}")
         self.assertEqual((out.returncode, out.stdout), (0, "started\n"), out.stderr[-2000:])
+        return out.stderr
 
     def test_a_fifo_or_a_link_to_dev_zero_never_blocks_the_interpreters_start(self):
         os.mkfifo(self.path)  # no writer: open() without O_NONBLOCK waits for one forever
@@ -222,6 +223,32 @@ class HostileFileTest(TempDir):
             with self.subTest(path=path), self.assertLogs("msmonitor_plugin", "WARNING") as logs:
                 self.assertEqual(ServiceSwitch(path, {}, ProfilerSlot()).command().config, "")
             self.assertIn(why, logs.output[-1])
+
+    def test_a_switch_file_that_cannot_be_made_is_one_line_on_stderr_and_python_runs_on(self):
+        plain = os.path.join(self.dir, "plain")
+        open(plain, "w").close()
+        path = os.path.join(plain, "sub", "switch.json")  # a folder inside a regular file
+        stderr = self.start_python(path)
+        said = [line for line in stderr.splitlines() if "not creating the switch file" in line]
+        self.assertEqual(len(said), 1, stderr)
+        self.assertIn(f"SERVICE_PROF_CONFIG_PATH={path}", said[0])
+        self.assertIn(f"cannot create its folder {os.path.dirname(path)}: Not a directory", said[0])
+
+
+class SwitchFileCreationTest(TempDir):
+    def test_a_missing_folder_is_made_and_the_file_is_made_as_touch_makes_one(self):
+        for umask, file_mode, folder_mode in ((0o022, 0o644, 0o755), (0o002, 0o664, 0o775)):
+            with self.subTest(umask=oct(umask)):
+                old = os.umask(umask)
+                self.addCleanup(os.umask, old)
+                path = os.path.join(self.dir, oct(umask), "nested", "switch.json")
+                self.assertTrue(config.ensure(path, {"HOME": "/home/u"}))
+                os.umask(old)
+                self.assertEqual(os.stat(path).st_mode & 0o777, file_mode, "a colleague may read it")
+                for folder in (os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+                    self.assertEqual(os.stat(folder).st_mode & 0o777, folder_mode, folder)
+                with open(path) as f:
+                    self.assertEqual(json.load(f)["enable"], 0)
 
 
 def _plugin_path():

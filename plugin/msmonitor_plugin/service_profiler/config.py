@@ -10,8 +10,9 @@ import errno
 import json
 import logging
 import os
+import secrets
 import stat
-import tempfile
+import sys
 from dataclasses import dataclass, field
 from typing import IO, Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
@@ -222,29 +223,41 @@ def default_content(env: Mapping[str, str] = os.environ) -> Dict[str, Any]:
 
 
 def ensure(path: str, env: Mapping[str, str] = os.environ) -> bool:
-    """Write MindIE's default file when *path* (ending in .json) is missing and its folder is writable and
-    ours; never overwrite. True when the file exists afterwards."""
+    """Write MindIE's default file when *path* (ending in .json) is missing, never over one; True when the
+    file exists afterwards. A missing folder is created (as ``mkdir -p``: 0777 less the umask), and the
+    file as ``touch`` creates one (0666 less the umask: 0644 under the usual 022), so that whoever may
+    write there can flip the switch. An existing folder must be ours and writable. When the file cannot
+    be made, one line on stderr (the process is someone's service: it runs on) says where and why."""
     if os.path.exists(path):
         return True
     folder = os.path.dirname(os.path.abspath(path))
     if not path.endswith(".json"):
-        log.warning("%s=%s does not end in .json: not creating it", ENV, path)
-        return False
+        return _not_created(path, "the name does not end in .json")
     try:
+        os.makedirs(folder, exist_ok=True)
         owned = os.stat(folder).st_uid == os.getuid()
-    except OSError:
-        owned = False
+    except OSError as exc:
+        return _not_created(path, f"cannot create its folder {folder}: {exc.strerror or exc}")
     if not owned or not os.access(folder, os.W_OK):
-        log.warning("%s: %s is not a folder of ours that we may write: not creating the file", ENV, folder)
-        return False
+        return _not_created(path, f"its folder {folder} is not one of ours that we may write")
     try:
         _replace(path, default_content(env), exclusive=True)
     except FileExistsError:
         pass  # another process of the service created it first
     except OSError as exc:
-        log.warning("%s: cannot create %s: %s", ENV, path, exc)
-        return False
+        return _not_created(path, exc.strerror or str(exc))
     return True
+
+
+def _not_created(path: str, why: str) -> bool:
+    """Say it where the user looks (the plugin's log may be a file nobody opens); the job runs on."""
+    line = (
+        f"msmonitor_plugin: {ENV}={path}: not creating the switch file: {why}; "
+        "service profiling is off until it exists"
+    )
+    log.warning("%s", line)
+    print(line, file=sys.stderr, flush=True)
+    return False
 
 
 def read_text(path: str) -> str:
@@ -294,8 +307,7 @@ def _replace(
     """Write a temp file beside *path* and rename it over *path* (a reader never sees half a file); with
     *exclusive*, fail if *path* appeared meanwhile; with *like*, give it that file's mode and owner (when
     the owner cannot be given, write *path* in place instead, as MindIE does, so it keeps both)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=".ms_service_profiler_", suffix=".tmp")
+    fd, temp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             _dump(obj, f)
@@ -309,6 +321,19 @@ def _replace(
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
+
+
+def _temp_beside(path: str) -> Tuple[int, str]:
+    """A new temp file beside *path*, created as ``touch`` creates one (0666 less the umask), which
+    ``tempfile.mkstemp`` does not (0600: nobody else could flip the switch)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    while True:
+        temp = os.path.join(folder, f".ms_service_profiler_{os.getpid()}_{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(temp, flags, 0o666), temp
+        except FileExistsError:
+            continue  # another name: 48 random bits, taken only by chance
 
 
 def _dump(obj: Dict[str, Any], f: IO[str]) -> None:
