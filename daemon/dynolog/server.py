@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import os
@@ -308,7 +309,8 @@ def _host_names(config: DaemonConfig) -> List[str]:
 
 
 def _cannot_listen(target: str, exc: OSError) -> StartupError:
-    return StartupError(f"cannot listen on {target}: {exc.strerror or exc} (is another dynolog running?)")
+    hint = " (is another dynolog running?)" if exc.errno == errno.EADDRINUSE else ""
+    return StartupError(f"cannot listen on {target}: {exc.strerror or exc}{hint}")
 
 
 def _probe(host: str, port: int) -> None:
