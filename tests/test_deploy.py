@@ -28,6 +28,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynolog.config import DaemonConfig, expand_flagfiles, parse_args
+from dynolog.incidents import default_trace_dir
 from dynolog.sinks import ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build
@@ -820,6 +821,11 @@ def test_the_flagfile_writes_where_the_unit_lets_it(tmp_path: Path) -> None:
     assert Path(str(active.log_file)).parent == Path("/var/log") / settings["LogsDirectory"][0]
     assert Path(everything.ipc_socket_dir) == Path("/run") / settings["RuntimeDirectory"][0]
     assert Path(str(everything.metric_log_dir)).parent == Path("/var/lib") / settings["StateDirectory"][0]
+    # --auto-trace's traces: the unit's state folder, whoever the unit runs as (systemd says which).
+    state = Path("/var/lib") / settings["StateDirectory"][0]
+    for euid in (0, 1000):
+        traces = default_trace_dir(Path(str(active.log_file)), euid, {"STATE_DIRECTORY": str(state)})
+        assert traces.parent == state
     # msMonitor's sockets default to the daemon user's home, which ProtectHome must leave writable.
     home = "/root" if not settings.get("User") else f"/home/{settings['User'][0]}"
     assert settings["ProtectHome"] == ["tmpfs"] and f"-{home}" in settings["BindPaths"]
