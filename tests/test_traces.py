@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import grpc
@@ -227,6 +228,35 @@ def test_gputrace_runs_in_stock_pytorch_through_kineto(daemon, start_workload, t
     assert process["files"] == [str(written)]
     data = json.loads(written.read_text())
     assert data["trace_id"] == reply["trace_id"]  # REQUEST_TRACE_ID reached Kineto
+
+
+def test_gputrace_into_a_missing_folder_is_refused_at_once_for_kineto_and_made_by_the_plugin(
+    daemon, start_workload, tmp_path
+):
+    kineto = kineto_trainer(daemon, start_workload)
+    plugin = trainer(daemon, start_workload)
+    missing = tmp_path / "not" / "yet"
+    began = time.monotonic()
+    refused = daemon.dyno_json(
+        "gputrace", "--log-file", str(missing / "k.json"), "--iterations", "2", "--pids", str(kineto.pid)
+    )
+    assert time.monotonic() - began < 10, "answered at once, not after Kineto's silence"
+    assert (refused["commandStatus"], refused["reason"]) == ("ineffective", "REASON_OUTPUT_MISSING")
+    assert f"the folder {missing} does not exist there" in refused["message"]
+    assert f"mkdir -p {missing}" in refused["message"]
+    made = daemon.dyno_json(
+        "gputrace",
+        "--log-file",
+        str(missing / "p.json"),
+        "--iterations",
+        "2",
+        "--pids",
+        str(plugin.pid),
+        "--wait",
+    )
+    process = made["trace"]["processes"][0]
+    assert process["phase"] == "TRACE_PHASE_FINISHED", process
+    assert process["files"] == [str(missing / f"p_{plugin.pid}.json")]
 
 
 def test_gputrace_duration_mode_in_stock_pytorch(daemon, start_workload, tmp_path):

@@ -46,6 +46,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_NPU_TRACE_RUNNING: _ClassVar[Reason]
     REASON_HELD: _ClassVar[Reason]
     REASON_FRAMEWORK_CANNOT: _ClassVar[Reason]
+    REASON_OUTPUT_MISSING: _ClassVar[Reason]
 
 class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -107,6 +108,7 @@ REASON_NOT_SUPPORTED: Reason
 REASON_NPU_TRACE_RUNNING: Reason
 REASON_HELD: Reason
 REASON_FRAMEWORK_CANNOT: Reason
+REASON_OUTPUT_MISSING: Reason
 TRACE_PHASE_UNSPECIFIED: TracePhase
 TRACE_PHASE_STAGED: TracePhase
 TRACE_PHASE_DELIVERED: TracePhase
