@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -156,6 +157,48 @@ def test_news_that_ends_the_session_interrupts_a_blocked_read():
     assert ending == Ending(by_user=False, attached=True)
     assert daemon.actions() == [(1, "ATTACH")]  # no quit after dynolog ended it
     assert printed[-1] == "idle for 1800s: session ended"
+
+
+WAKE_BOUND_S = 5.0  # a session of this test lasts milliseconds; one still reading after this missed its end
+TRIES = 300
+
+
+def test_the_end_of_the_session_interrupts_a_read_that_has_barely_begun(monkeypatch):
+    """dynolog ends the session just as the main thread goes to read: a SIGINT that lands after the
+    thread last ran its handlers but before its read blocks does not interrupt that read, so the wake-up
+    must come again. Each try is bounded: a read the wake-up missed is given a line after WAKE_BOUND_S."""
+    missed: List[int] = []
+
+    def late_read(shown: str) -> str:
+        late = time.perf_counter() + random.random() / 1000
+        while time.perf_counter() < late:  # bytecode, where the reader's signal may land first
+            pass
+        return input()
+
+    def unblock(write: int) -> None:
+        missed.append(write)
+        os.write(write, b"\n")
+
+    io = Io(late_read, lambda reply: None, lambda text: None)
+    switch_s = sys.getswitchinterval()
+    sys.setswitchinterval(switch_s / 100)  # the threads take turns often: the gap is hit within TRIES
+    try:
+        attempt = 0
+        while attempt < TRIES and not missed:
+            attempt += 1
+            read, write = os.pipe()
+            ending = [random.random() / 1000, news("session ended", ended=True)]
+            stream = FakeDynolog(lambda r, ending=ending: [answer(r), *ending])
+            bound = threading.Timer(WAKE_BOUND_S, unblock, (write,))
+            with open(read) as stdin, open(write, "wb"):
+                monkeypatch.setattr(sys, "stdin", stdin)
+                bound.start()
+                Session(io).run(stream, pb.DynamicAttach())
+                bound.cancel()
+                bound.join()
+    finally:
+        sys.setswitchinterval(switch_s)
+    assert not missed, f"try {attempt} of {TRIES}: the read went on after dynolog ended the session"
 
 
 def test_sleep_waits_and_ends_early_with_the_session():
@@ -446,10 +489,12 @@ def test_the_job_keeps_running_when_dyno_quits(fake_dynolog, typed, capsys):
     typed("quit\n")
     assert run_dyno("dynamic", "--output", "/p", "--", "sleep", "30") == 0
     pid = fake_dynolog.sent[0].attach.targets.pids[0]
-    assert capsys.readouterr().err == f"dyno: the job keeps running (pid {pid})\n"
-    os.kill(pid, 0)  # still there
-    os.kill(pid, 15)
-    os.waitpid(pid, 0)
+    try:
+        assert capsys.readouterr().err == f"dyno: the job keeps running (pid {pid})\n"
+        os.kill(pid, 0)  # still there
+    finally:
+        os.kill(pid, 15)  # sleep ends at once
+        os.waitpid(pid, 0)
 
 
 def test_a_job_that_cannot_start_exits_127(fake_dynolog, typed, capsys):

@@ -5,8 +5,11 @@ then waits for its answer; a reader thread prints every reply as it arrives, so 
 for (a process exited, the idle timeout) shows at once. When dynolog ends the session while the main
 thread waits for a line, the reader interrupts that read with SIGINT, as Ctrl-C would: ``input()`` and
 readline then leave the terminal in order, and the main thread, seeing the session over, stops instead
-of quitting. The stream and the terminal are parameters, so that tests can drive a session without a
-daemon.
+of quitting. A signal interrupts only a read already blocked in the kernel: one that lands after the
+main thread last ran its signal handlers but before its read blocks is handled only when the read
+returns, which may be never. So the reader repeats it until the main thread has left the read, and the
+session's own SIGINT handler lets only the first of them end the read. The stream and the terminal are
+parameters, so that tests can drive a session without a daemon.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+from types import FrameType
 from typing import Callable, Iterator, List, NamedTuple, Optional, Protocol, Tuple
 
 from dynoproto import dynolog_pb2 as pb
@@ -44,6 +48,7 @@ ACTIONS = {
 }
 _JOB_POLL_S = 0.2  # how often the wait for the attach answer checks that a launched job still runs
 _CLOSE_S = 5.0  # how long dynolog has to close the call once the session is over
+_WAKE_AGAIN_S = 0.05  # how often the reader repeats its wake-up while the main thread is still reading
 
 
 class ReplyStream(Protocol):
@@ -124,9 +129,13 @@ class Session:
         stream = open_stream(iter(self._requests.get, None))
         reader = threading.Thread(target=self._read, args=(stream,), name="dynamic-replies", daemon=True)
         reader.start()
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, self._on_sigint)
         try:
             by_user = self._converse(attach, job)
         finally:
+            # The last wake-up is handled by now: its handler runs at the first bytecode after it lands.
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
             self._hang_up(stream, reader)
         if self._error is not None:
             raise self._error
@@ -186,6 +195,8 @@ class Session:
                 self._io.say("\n")  # the answer to the quit this means goes below the prompt
         finally:
             self._reading = False
+            with self._changed:  # the reader stops repeating its wake-up
+                self._changed.notify_all()
         return None
 
     def _command(self, line: str) -> Optional[pb.DynamicAction]:
@@ -217,6 +228,16 @@ class Session:
     def _over(self) -> bool:
         with self._changed:
             return self._ended or self._closed
+
+    def _on_sigint(self, signum: int, frame: Optional[FrameType]) -> None:
+        """SIGINT during the conversation: a person's Ctrl-C, or, once the session is over, the reader's
+        wake-up. That is repeated until the read is left (:meth:`_wake`): the first one that finds the
+        main thread reading ends the read; the rest, and any that land after the read, change nothing."""
+        if not (self._ended or self._closed):  # no lock: the handler may run while this thread holds it
+            signal.default_int_handler(signum, frame)  # Ctrl-C: KeyboardInterrupt, as always
+        elif self._reading:
+            self._reading = False  # no later wake-up raises, and the reader stops sending them
+            raise KeyboardInterrupt
 
     # --- the reader thread ---------------------------------------------------------------------------
 
@@ -252,9 +273,13 @@ class Session:
             self._io.say(self._prompt + self._io.typed())
 
     def _wake(self) -> None:
-        """Interrupt the main thread's wait for a line (a wait for an answer sees the condition change)."""
-        if self._reading:
-            signal.pthread_kill(self._main, signal.SIGINT)
+        """Interrupt the main thread's wait for a line (a wait for an answer sees the condition change),
+        again and again until it has left the read: a SIGINT that lands just before the read blocks is
+        lost on it."""
+        with self._changed:
+            while self._reading:
+                signal.pthread_kill(self._main, signal.SIGINT)
+                self._changed.wait(_WAKE_AGAIN_S)
 
 
 def _seconds(words: List[str]) -> Optional[float]:
