@@ -146,7 +146,7 @@ def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: flo
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()

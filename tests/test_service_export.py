@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
-from harness import BIN
+from harness import BIN, read_line_until
 from msmonitor_plugin.service_profiler import schema
 
 # Epoch ns: 1970-01-12 21:46:40 in Shanghai, the analyser's time zone; below 2**53, so that the floats
@@ -594,7 +594,7 @@ def writer(prof_dir: Path) -> Iterator[Tuple[Path, subprocess.Popen]]:  # type: 
         [sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "open\n"
+        read_line_until(proc, "open")
         yield path, proc
     finally:
         proc.kill()

@@ -109,7 +109,7 @@ def test_only_a_process_older_than_the_daemon_adopts_and_only_one_trace_a_minute
         try:
             report(process(younger.pid), "3")
         finally:
-            younger.communicate()
+            younger.communicate(timeout=30)  # cat ends at the end of its input
     report(process(PID + 1), "4")  # no such process: nothing vouches for it
     assert traces.get("3") is None and traces.get("4") is None
 

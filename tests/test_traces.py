@@ -410,7 +410,7 @@ def test_a_daemon_killed_mid_trace_and_restarted_still_sees_the_trace_end(daemon
     )
     assert daemon.proc is not None
     daemon.proc.kill()  # no goodbye, no clean shutdown: sockets left behind
-    daemon.proc.wait()
+    daemon.proc.wait(timeout=30)
     daemon.start()
     wait_until(
         lambda: daemon.dyno("trace", reply["trace_id"]).returncode == 0, what="the new daemon to learn of it"

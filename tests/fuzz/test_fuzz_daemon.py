@@ -142,7 +142,7 @@ def test_a_flood_of_fuzzed_datagrams_is_counted_while_everyone_else_is_served(
         for f in flooders:
             if f.poll() is None:
                 f.kill()
-                f.communicate()
+                f.communicate(timeout=30)
         channel.close()
 
 
