@@ -15,6 +15,7 @@ from dynolog.registry import inner_pid
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import BIN, Daemon, Workload, parent_of, read_line_until, wait_until
+from test_service import Service
 
 pytestmark = pytest.mark.torch
 
@@ -113,6 +114,34 @@ def test_the_step_count_the_daemon_shows_is_current_within_half_a_second(daemon,
             time.sleep(0.05)  # the sampling period, not synchronisation
     gaps = [later[0] - earlier[0] for earlier, later in zip(changes, changes[1:])]
     assert len(gaps) >= 4 and max(gaps) < 0.8, f"the step changed after {gaps} s"
+
+
+def test_the_service_switch_the_daemon_shows_follows_the_file_within_a_second(
+    daemon, start_workload, tmp_path
+):
+    """The switch's state rides in the hello, every 5 s; a change sends one at once."""
+    service = Service(
+        tmp_path, lambda script, env, *args: start_workload(script, {**env, **daemon.plugin_env()}, *args)
+    )
+    job = service.start()
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        stub = pb_grpc.DynologStub(channel)
+
+        def shown() -> str:
+            found = stub.ListProcesses(pb.ListProcessesRequest(), timeout=5).processes
+            return next((p.service for p in found if p.pid == job.pid), "")
+
+        wait_until(lambda: shown() == "off", what="registration")
+        for enable, state in ((1, "on since"), (0, "off")):
+            edited = time.monotonic()
+            service.edit(enable=enable)
+            wait_until(
+                lambda state=state: shown().startswith(state),
+                timeout=10,
+                what=f"the switch to show {state!r}",
+            )
+            took = time.monotonic() - edited
+            assert took < 1.5, f"{state!r} shown {took:.2f} s after the file said so"
 
 
 def test_processes_reregister_after_a_daemon_restart(daemon, start_workload):
