@@ -1,12 +1,15 @@
 """Published code the tests run against (nobody here wrote it), fetched from PyPI once and reused.
 
 Everything lands under ``.peers/`` (ignored by git): wheels are unpacked as they were published, and a
-heavy peer gets a virtual environment of its own so the project's own install stays lean.
+heavy peer gets a virtual environment of its own so the project's own install stays lean. Only the set-up
+step fetches (``make peers``: :func:`fetch_all`); a test asks for its peer with :func:`need`, which never
+downloads: a missing peer skips the test with one line saying what to run, and fails it in CI.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -15,12 +18,39 @@ import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Sequence
+from typing import Callable, List, Sequence
+
+import pytest
 
 from harness import REPO, Daemon, Workload, read_line_until
 
 PEERS = REPO / ".peers"
 WHEELS = PEERS / "wheels"
+FETCH = "make peers"  # the set-up step that fetches every peer a test needs
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One peer: *made* says whether the set-up step made it here, *use* gives what a test runs (cheap,
+    and never a download, once *made*), *make* fetches and builds it (the set-up step's work)."""
+
+    name: str
+    made: Callable[[], bool]
+    use: Callable[[], Path]
+    make: Callable[[], Path]
+    how: str = f"run `{FETCH}`"  # how a person gets it, where it is missing
+    opt_in: bool = False  # no set-up step makes it: it skips even in CI (conftest.py's EXPECTED_SKIPS)
+
+
+def need(peer: Peer) -> Path:
+    """What a test runs of *peer*; where the set-up step did not make it, the test skips saying so — or,
+    in CI (``CI`` set), where every peer but an opt-in one must be there, fails with the same line."""
+    if peer.made():
+        return peer.use()
+    line = f"{peer.name} is missing: {peer.how}"
+    if os.environ.get("CI") and not peer.opt_in:
+        pytest.fail(line, pytrace=False)
+    pytest.skip(line)
 
 
 def wheel(requirement: str, *pip_args: str) -> Path:
@@ -41,10 +71,14 @@ def wheel(requirement: str, *pip_args: str) -> Path:
     return found[-1]
 
 
+def unpacked_path(requirement: str) -> Path:
+    return PEERS / requirement.replace("==", "-")
+
+
 def unpacked(requirement: str, *pip_args: str, members: Sequence[str] = ("",)) -> Path:
     """*requirement*'s wheel unpacked into its own folder (only the paths under *members* when given),
     ready to put on ``PYTHONPATH``."""
-    target = PEERS / requirement.replace("==", "-")
+    target = unpacked_path(requirement)
     if not target.exists():
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -76,19 +110,27 @@ def torch_npu_python() -> Path:
     return target
 
 
+def venv_python(name: str) -> Path:
+    return PEERS / name / "bin" / "python"
+
+
+def venv_made(name: str, requirements: Sequence[str]) -> bool:
+    """Whether ``.peers/<name>`` holds *requirements* (its marker file lists what it holds)."""
+    marker = PEERS / name / ".complete"
+    return marker.exists() and marker.read_text() == "\n".join(requirements) + "\n"
+
+
 def venv(name: str, requirements: Sequence[str], python: str = sys.executable) -> Path:
     """The python of a virtual environment under ``.peers/<name>`` with *requirements* installed; made
-    once (a marker file lists what it holds) and reused by later runs, remade when *requirements* change."""
+    once and reused by later runs, remade when *requirements* change."""
     root = PEERS / name
-    marker = root / ".complete"
-    python_bin = root / "bin" / "python"
-    listed = "\n".join(requirements) + "\n"
-    if not marker.exists() or marker.read_text() != listed:
+    python_bin = venv_python(name)
+    if not venv_made(name, requirements):
         subprocess.run([python, "-m", "venv", "--clear", str(root)], check=True, timeout=300)
         subprocess.run(
             [str(python_bin), "-m", "pip", "install", "-q", *requirements], check=True, timeout=1800
         )
-        marker.write_text(listed)
+        (root / ".complete").write_text("\n".join(requirements) + "\n")
     return python_bin
 
 
@@ -102,6 +144,14 @@ MINDSPORE = ("mindspore==2.10.0", "numpy==1.26.4", "-e", str(REPO / "plugin"))
 def mindspore() -> Path:
     """The python of the MindSpore peer's virtual environment (about 3 GB; a few minutes the first time)."""
     return venv("mindspore", MINDSPORE)
+
+
+MINDSPORE_PEER = Peer(
+    "MindSpore's environment",
+    lambda: venv_made("mindspore", MINDSPORE),
+    lambda: venv_python("mindspore"),
+    mindspore,
+)
 
 
 @dataclass
@@ -143,7 +193,7 @@ def mindspore_job(daemon: Daemon) -> PeerWorkload:
         "MSMONITOR_IPC_SOCKET_DIR": str(daemon.socket_dir),  # where $HOME/dynolog.sock would be
         "RANK_ID": "0",
     }
-    job = PeerWorkload("mindspore_train.py", env, python=str(mindspore()), ready_timeout=180).start()
+    job = PeerWorkload("mindspore_train.py", env, python=str(need(MINDSPORE_PEER)), ready_timeout=180).start()
     if job.announced("helper") == "0":
         job.stop()
         raise RuntimeError(
@@ -178,21 +228,45 @@ def msprof_analyze() -> Path:
     return venv("msprof-analyze", MSPROF_ANALYZE).with_name("msprof-analyze")
 
 
+MSPROF_ANALYZE_PEER = Peer(
+    "msprof-analyze's environment",
+    lambda: venv_made("msprof-analyze", MSPROF_ANALYZE),
+    lambda: venv_python("msprof-analyze").with_name("msprof-analyze"),
+    msprof_analyze,
+)
+
 # msserviceprofiler's vLLM hooks, run unchanged against our ms_service_profiler (tests/test_service.py).
 MSSERVICEPROFILER = "msserviceprofiler==1.2.3"
+MSSERVICEPROFILER_PEER = Peer(
+    "msserviceprofiler's wheel",
+    unpacked_path(MSSERVICEPROFILER).exists,
+    lambda: unpacked_path(MSSERVICEPROFILER),
+    lambda: unpacked(MSSERVICEPROFILER),
+)
+# torch-npu: its wheel's Python, which torch_npu_python() lays the stand-ins over (no download once made).
+TORCH_NPU_PEER = Peer(
+    "torch-npu's wheel", unpacked_path(TORCH_NPU).exists, torch_npu_python, torch_npu_python
+)
+# MindIE's service analyser is source, not on PyPI: opt-in, and no set-up step fetches it.
+MINDIE_ANALYSER_SOURCE = os.environ.get("MINDIE_ANALYSER_SOURCE", "")
+MINDIE_ANALYSER_PYTHON = os.environ.get("MINDIE_ANALYSER_PYTHON", "")
+MINDIE_ANALYSER_PEER = Peer(
+    "MindIE's service analyser (opt-in)",
+    lambda: bool(MINDIE_ANALYSER_SOURCE and MINDIE_ANALYSER_PYTHON),
+    lambda: Path(MINDIE_ANALYSER_SOURCE),
+    lambda: Path(MINDIE_ANALYSER_SOURCE),
+    "set MINDIE_ANALYSER_SOURCE (an msserviceprofiler checkout) and MINDIE_ANALYSER_PYTHON",
+    opt_in=True,
+)
+FETCHED = (MSSERVICEPROFILER_PEER, TORCH_NPU_PEER, MSPROF_ANALYZE_PEER, MINDSPORE_PEER)  # by `make peers`
 
 
 def fetch_all() -> None:
     """Every peer the suite runs against, made now: the set-up step (``make peers``, which ``make test``
     runs first), so that no test downloads. Each is made once and reused."""
-    for what, make in (
-        ("msserviceprofiler's wheel", lambda: unpacked(MSSERVICEPROFILER)),
-        ("torch-npu's wheel, its C extension stood in for", torch_npu_python),
-        ("msprof-analyze's environment", msprof_analyze),
-        ("MindSpore's environment", mindspore),
-    ):
-        print(f"peers: {what} ...", flush=True)
-        print(f"peers: {what}: {make()}", flush=True)
+    for peer in FETCHED:
+        print(f"peers: {peer.name} ...", flush=True)
+        print(f"peers: {peer.name}: {peer.make()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
@@ -29,9 +28,6 @@ import pytest
 
 import peers
 from harness import Daemon, parent_of, proc_stat, wait_until
-
-# The first test also builds MindSpore's virtual environment (a ~1 GB download on a fresh machine).
-pytestmark = pytest.mark.timeout(1800)
 
 # Steps between the job's step as the daemon last heard it and the first traced step. MindSpore reports
 # its step at most once a second and the workload takes 20 steps a second: 80 steps leave the helper
@@ -45,14 +41,8 @@ TRACE_WAIT_S = 60
 
 @pytest.fixture(scope="module")
 def mindspore_python() -> Path:
-    """MindSpore's virtual environment, built here on first use (skipped where PyPI is out of reach,
-    except in CI, where a fresh machine reaches it)."""
-    try:
-        return peers.mindspore()
-    except (subprocess.SubprocessError, OSError) as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"MindSpore's wheel could not be installed here: {exc}")
+    """MindSpore's virtual environment, made by the set-up step."""
+    return peers.need(peers.MINDSPORE_PEER)
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ HELPER_TOOK_A_COMMAND = "Dynolog profiler process load json success"
 
 @pytest.fixture(scope="module")
 def torch_npu_path() -> Path:
-    return peers.torch_npu_python()
+    return peers.need(peers.TORCH_NPU_PEER)
 
 
 @pytest.fixture

@@ -311,7 +311,7 @@ def test_with_the_daemon_the_state_shows_and_a_dynamic_window_is_refused_while_o
 @pytest.fixture(scope="session")
 def msserviceprofiler() -> Path:
     """The published msserviceprofiler wheel (its vLLM hooks import ``ms_service_profiler``), unpacked."""
-    return peers.unpacked(peers.MSSERVICEPROFILER)
+    return peers.need(peers.MSSERVICEPROFILER_PEER)
 
 
 def test_the_vllm_hooks_of_msserviceprofiler_run_unchanged(service, msserviceprofiler, tmp_path):

@@ -27,14 +27,17 @@ from typing import Any, Counter, Dict, List
 
 import pytest
 
+import peers
 from harness import BIN
 from msmonitor_plugin.service_profiler import schema
 
-SOURCE = os.environ.get("MINDIE_ANALYSER_SOURCE", "")
-PYTHON = os.environ.get("MINDIE_ANALYSER_PYTHON", "")
-pytestmark = pytest.mark.skipif(
-    not (SOURCE and PYTHON), reason="MINDIE_ANALYSER_SOURCE and MINDIE_ANALYSER_PYTHON are not set"
-)
+SOURCE, PYTHON = peers.MINDIE_ANALYSER_SOURCE, peers.MINDIE_ANALYSER_PYTHON
+
+
+@pytest.fixture(autouse=True, scope="module")
+def analyser() -> Path:
+    return peers.need(peers.MINDIE_ANALYSER_PEER)
+
 
 RECORD = """
 import sys
