@@ -287,7 +287,7 @@ class Workload:
     proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
     pid: int = 0  # as the workload sees itself
     python: str = sys.executable  # a peer's own interpreter (its virtual environment) may run it instead
-    ready_timeout: float = 120.0
+    ready_timeout: float = 45.0  # within the suite's minute a test, with room for the test itself
     ready: str = ""  # its ready line
 
     def start(self) -> Workload:

@@ -193,7 +193,7 @@ def mindspore_job(daemon: Daemon) -> PeerWorkload:
         "MSMONITOR_IPC_SOCKET_DIR": str(daemon.socket_dir),  # where $HOME/dynolog.sock would be
         "RANK_ID": "0",
     }
-    job = PeerWorkload("mindspore_train.py", env, python=str(need(MINDSPORE_PEER)), ready_timeout=180).start()
+    job = PeerWorkload("mindspore_train.py", env, python=str(need(MINDSPORE_PEER))).start()
     if job.announced("helper") == "0":
         job.stop()
         raise RuntimeError(
