@@ -67,6 +67,9 @@ class IpcDispatcher:
         if sender.uid not in self._allowed_uids or self.node.registry.is_orphan(sender.pid):
             self.counters.rejected_senders += 1
             return
+        if self.node.registry.is_late(sender.pid):  # well formed, sent before its process exited: dropped
+            self.counters.handled += 1
+            return
         try:
             datagram = wire.decode(data)
             handler = self._handlers.get(datagram.type)
