@@ -272,6 +272,18 @@ def panels() -> Sequence[object]:
             gridPos=GridPos(h=8, w=24, x=0, y=59),
             unit="s",
         ),
+        TimeSeries(
+            title="Part of each interval observed, per rank",
+            description="1 where every record is seen (MSPTI); below 1 where the torch backend samples "
+            "a window of the interval: counts and totals above are of that window.",
+            dataSource=DATASOURCE,
+            targets=_targets(
+                f"min by (job, host, rank) (msmonitor_interval_sampled_ratio{{{WHO}}})",
+                legend="job {{job}} {{host}} rank {{rank}}",
+            ),
+            gridPos=GridPos(h=6, w=24, x=0, y=67),
+            unit="percentunit",
+        ),
     ]
 
 
