@@ -1,0 +1,155 @@
+"""Which rank held the job back, read from the collected rank set with HolisticTraceAnalysis (HTA).
+
+HTA loads the folder as the job's ranks (``TraceAnalysis(trace_dir=…)``, each rank from its trace's
+``distributedInfo``). On GPU traces with NCCL kernels, HTA's own straggler analysis names the rank
+(``get_potential_stragglers``). On CPU traces (gloo; Ascend's CPU side) it has none, so the measure is
+taken from HTA's frames: per rank and traced step, the time inside collectives (``c10d::``, ``gloo:``,
+``nccl:``, ``hccl`` ops; overlapping ones counted once) and the rest, its compute. In a collective,
+every rank waits for the last to arrive: the slowest rank is the one with the most compute, and the
+least time waiting in collectives.
+
+HTA parses ranks in a forked pool, and forking a process that has gRPC threads can deadlock; it also
+loads pandas and plotly. So it runs in a child interpreter (``python -m dyno.respond.analysis DIR``)
+that prints one JSON object: the responder stays small, and a crash there is a note, not a loss.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+ANALYSE_TIMEOUT_S = 120.0
+COLLECTIVE = re.compile(r"^(c10d::|gloo:|nccl:|ncclKernel|hccl|record_param_comms)", re.IGNORECASE)
+STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+TOP_COLLECTIVES = 5
+HTA, CPU, NONE = "hta-stragglers", "cpu-collectives", "none"
+
+
+@dataclass
+class RankFigures:
+    rank: int
+    steps: int
+    step_ms: float  # per traced step, on average
+    collective_ms: float
+    compute_ms: float
+
+
+@dataclass
+class Analysis:
+    method: str  # HTA, CPU or NONE
+    ranks_found: List[int] = field(default_factory=list)
+    slowest_rank: Optional[int] = None
+    per_rank: List[RankFigures] = field(default_factory=list)
+    collectives: List[Dict[str, Any]] = field(default_factory=list)  # the slowest rank's, by time
+    note: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def analyse(traces_dir: str, timeout: float = ANALYSE_TIMEOUT_S) -> Analysis:
+    """The analysis of *traces_dir*, from a child interpreter; method ``none`` with a note when HTA is
+    missing or fails."""
+    command = [sys.executable, "-m", __name__, traces_dir]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Analysis(NONE, note=f"the analysis took over {timeout:.0f}s: stopped")
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return Analysis(NONE, note=f"the analysis failed: {tail}")
+    doc = json.loads(lines[-1])
+    doc["per_rank"] = [RankFigures(**r) for r in doc["per_rank"]]
+    return Analysis(**doc)
+
+
+# --- the child ------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str]) -> int:
+    (traces_dir,) = argv
+    print(json.dumps(_analysis(traces_dir).to_json()), flush=True)
+    return 0
+
+
+def _analysis(traces_dir: str) -> Analysis:
+    try:
+        from hta.trace_analysis import TraceAnalysis  # type: ignore[import-untyped]  # a test extra; no hints
+    except ImportError:
+        return Analysis(
+            NONE, note="HolisticTraceAnalysis is not installed here: pip install HolisticTraceAnalysis"
+        )
+    analysis = TraceAnalysis(trace_dir=traces_dir, include_last_profiler_step=True)  # else it drops it
+    trace = analysis.t
+    names = trace.symbol_table.get_sym_table()
+    ranks = sorted(int(r) for r in trace.get_ranks())
+    figures, collectives = (
+        zip(*(_rank(int(r), trace.get_trace(r), names) for r in ranks)) if ranks else ((), ())
+    )
+    per_rank = list(figures)
+    found = Analysis(CPU, ranks, None, per_rank)
+    if per_rank:
+        found.slowest_rank = max(per_rank, key=lambda f: f.compute_ms).rank
+    if any(_on_gpu(trace.get_trace(r), names) for r in ranks):
+        try:
+            found.slowest_rank = int(analysis.get_potential_stragglers(num_candidates=1)[0])
+            found.method = HTA
+        except Exception as exc:  # HTA's straggler analysis has its own needs: say why, keep ours
+            found.note = f"HTA's straggler analysis failed ({exc}); the CPU measure is shown"
+    if found.slowest_rank is not None:
+        found.collectives = collectives[ranks.index(found.slowest_rank)]
+    return found
+
+
+def _rank(rank: int, frame: Any, names: List[str]) -> Tuple[RankFigures, List[Dict[str, Any]]]:
+    """One rank's figures, and its collectives by time per step."""
+    cpu = frame[frame["stream"] < 0]
+    named = cpu["name"].map(lambda i: names[i])
+    steps = cpu[named.str.match(STEP.pattern)]
+    windows = list(zip(steps["ts"], steps["ts"] + steps["dur"])) or [_span(cpu)]
+    comms = cpu[named.str.match(COLLECTIVE.pattern, case=False)]
+    intervals = list(zip(comms["ts"], comms["ts"] + comms["dur"]))
+    count = len(windows)
+    step_us = sum(end - start for start, end in windows)
+    collective_us = sum(_covered(intervals, start, end) for start, end in windows)
+    by_name = comms.assign(n=named[comms.index]).groupby("n")["dur"].sum().sort_values(ascending=False)
+    top = [
+        {"rank": rank, "name": str(name), "ms_per_step": round(float(us) / count / 1000, 3)}
+        for name, us in by_name.head(TOP_COLLECTIVES).items()
+    ]
+    figures = RankFigures(
+        rank,
+        count,
+        round(step_us / count / 1000, 3),
+        round(collective_us / count / 1000, 3),
+        round((step_us - collective_us) / count / 1000, 3),
+    )
+    return figures, top
+
+
+def _span(frame: Any) -> Tuple[float, float]:
+    return float(frame["ts"].min()), float((frame["ts"] + frame["dur"]).max())
+
+
+def _covered(intervals: List[Tuple[float, float]], start: float, end: float) -> float:
+    """Time within [start, end) that some interval covers, overlaps counted once."""
+    covered, reach = 0.0, start
+    for a, b in sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end):
+        if b > reach:
+            covered += b - max(a, reach)
+            reach = b
+    return covered
+
+
+def _on_gpu(frame: Any, names: List[str]) -> bool:
+    gpu = frame[frame["stream"] > 0]
+    return bool(gpu["name"].map(lambda i: "nccl" in names[i].lower()).any())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,227 @@
+"""The responder's record: one incident per alert, in ``DIR/incidents.sqlite`` and ``DIR/<id>/incident.json``.
+
+``DIR`` is ``dyno respond --collect``; ``dyno incidents --from DIR`` (or ``$DYNO_INCIDENTS``) reads it.
+Each incident is a row holding its JSON document, and each alert that led to it (fingerprint and
+startsAt: one firing) is a row pointing at it, so a repeat finds its incident. WAL, so a reader never
+blocks the responder. The same document is written beside the incident's traces (a temporary file
+renamed into place: a reader never sees half of it). A file that is not a readable store is moved
+aside with a warning and a new one started: losing the record must not stop the responder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from ..exits import EXIT_USAGE, CliError
+from . import ENV
+
+DB_NAME = "incidents.sqlite"
+RECORD_NAME = "incident.json"
+TRACED = "traced"
+WINDOWS = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS incidents (
+        id TEXT PRIMARY KEY, at REAL NOT NULL, job_id INTEGER NOT NULL, traced INTEGER NOT NULL,
+        doc TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS alerts (
+        fingerprint TEXT NOT NULL, starts_at TEXT NOT NULL, incident TEXT NOT NULL,
+        PRIMARY KEY (fingerprint, starts_at))""",
+)
+
+
+class RateLimit(NamedTuple):
+    """``--max``: at most *most* traced incidents in any *window_s* (counted in the store)."""
+
+    most: int
+    window_s: float
+    text: str  # as the user wrote it: 2/hour
+
+
+def rate_limit(text: str) -> RateLimit:
+    """``--max``'s value: ``N/minute``, ``N/hour`` or ``N/day`` (an argparse type)."""
+    count, _, per = text.partition("/")
+    if not count.isdigit() or per not in WINDOWS:
+        raise argparse.ArgumentTypeError(f"expected N/minute, N/hour or N/day, e.g. 2/hour; got {text!r}")
+    return RateLimit(int(count), WINDOWS[per], text)
+
+
+@dataclass
+class Incident:
+    """One alert's incident, as ``incident.json`` holds it (field names are the document's keys)."""
+
+    id: str
+    at: float
+    job_id: int  # 0: the alert named no job
+    action: str  # "tracing", "traced", "traced partly: why", "dry run", or "not traced: why"
+    alert: Dict[str, Any]
+    suspect: Dict[str, Any] = field(default_factory=dict)  # host and rank the alert named
+    also_alerted: List[Dict[str, Any]] = field(default_factory=list)  # other alerts this capture served
+    hosts_from: str = ""
+    hosts: List[str] = field(default_factory=list)
+    steps: Dict[str, int] = field(default_factory=dict)  # start, stop (exclusive)
+    iterations: int = 0
+    trace_dir: str = ""  # relative to the incident's folder
+    hta_ranks: List[int] = field(default_factory=list)
+    ranks: List[Dict[str, Any]] = field(default_factory=list)
+    analysis: Optional[Dict[str, Any]] = None
+    request: Optional[Dict[str, Any]] = None  # the trace request, as sent (or, in a dry run, not)
+    resolved_at: Optional[float] = None
+    repeats: int = 0
+    timeline: List[Tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def traced(self) -> bool:
+        return self.action.startswith(TRACED)  # "traced", or "traced partly: why"
+
+    def note(self, what: str) -> None:
+        self.timeline.append((time.time(), what))
+
+    def to_json(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> Incident:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+def folder_from(given: Optional[str], flag: str) -> str:
+    """The incidents folder: *given* (the flag), else ``$DYNO_INCIDENTS``; a usage error naming both."""
+    folder = given or os.environ.get(ENV, "")
+    if not folder:
+        raise CliError(f"{flag} DIR or ${ENV}: the folder of the responder's incidents", EXIT_USAGE)
+    return os.path.abspath(folder)
+
+
+class JobIncidentStore:
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, DB_NAME)
+        try:
+            self._db = _open(path)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+            for suffix in ("", "-wal", "-shm"):  # WAL's files belong to the database they came with
+                if os.path.lexists(path + suffix):
+                    os.replace(path + suffix, aside + suffix)
+            print(f"dyno respond: {path} unreadable ({exc}): moved to {aside}, new one", file=sys.stderr)
+            self._db = _open(path)
+        self._lock = threading.Lock()  # the responder's worker writes; a test or reader may look
+
+    def incident_dir(self, incident_id: str) -> str:
+        return os.path.join(self.folder, incident_id)
+
+    def add(self, incident: Incident, key: Tuple[str, str]) -> None:
+        """A new incident, and the alert (one firing) it answers; both in one transaction."""
+        doc = incident.to_json()
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO incidents (id, at, job_id, traced, doc) VALUES (?, ?, ?, ?, ?)",
+                (incident.id, incident.at, incident.job_id, incident.traced, json.dumps(doc)),
+            )
+            self._attach(key, incident.id)
+            self._write(incident.id, doc)
+            self._db.commit()
+
+    def attach(self, key: Tuple[str, str], incident_id: str) -> None:
+        """Another alert (one firing) that *incident_id* answered: its repeats find that incident."""
+        with self._lock:
+            self._attach(key, incident_id)
+            self._db.commit()
+
+    def find(self, key: Tuple[str, str]) -> Optional[Incident]:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT doc FROM incidents JOIN alerts ON alerts.incident = incidents.id "
+                "WHERE fingerprint = ? AND starts_at = ?",
+                key,
+            ).fetchone()
+        return Incident.from_json(json.loads(row[0])) if row else None
+
+    def update(self, incident: Incident) -> None:
+        """The row and ``incident.json`` both, from *incident* as it stands (the file first: whoever
+        sees the row can read the file as new)."""
+        doc = incident.to_json()
+        with self._lock:
+            self._db.execute(
+                "UPDATE incidents SET traced = ?, doc = ? WHERE id = ?",
+                (incident.traced, json.dumps(doc), incident.id),
+            )
+            self._write(incident.id, doc)
+            self._db.commit()
+
+    def get(self, incident_id: str) -> Optional[Incident]:
+        with self._lock:
+            row = self._db.execute("SELECT doc FROM incidents WHERE id = ?", (incident_id,)).fetchone()
+        return Incident.from_json(json.loads(row[0])) if row else None
+
+    def list(self, job_id: int = 0, limit: int = 0) -> List[Incident]:
+        """Oldest first; *limit*: the most recent this many; *job_id* 0: every job."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc FROM (SELECT at, id, doc FROM incidents WHERE ? IN (0, job_id) "
+                "ORDER BY at DESC, id DESC LIMIT ?) ORDER BY at, id",
+                (job_id, limit or -1),
+            ).fetchall()
+        return [Incident.from_json(json.loads(doc)) for (doc,) in rows]
+
+    def traced_since(self, since: float) -> int:
+        with self._lock:
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM incidents WHERE traced AND at >= ?", (since,)
+            ).fetchone()
+        return int(count)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _write(self, incident_id: str, doc: Dict[str, Any]) -> None:
+        _write_atomically(os.path.join(self.incident_dir(incident_id), RECORD_NAME), doc)
+
+    def _attach(self, key: Tuple[str, str], incident_id: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO alerts (fingerprint, starts_at, incident) VALUES (?, ?, ?)",
+            (*key, incident_id),
+        )
+
+
+def _open(path: str) -> sqlite3.Connection:
+    """The store at *path*, checked whole: SQLite reads lazily, and a damaged page would otherwise fail
+    a write in the middle of an incident."""
+    db = sqlite3.connect(path, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.commit()
+        (verdict,) = db.execute("PRAGMA quick_check").fetchone()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(verdict)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _write_atomically(path: str, doc: Dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".incident.", suffix=".part", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise

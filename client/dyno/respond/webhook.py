@@ -1,0 +1,154 @@
+"""The HTTP side of ``dyno respond``: Alertmanager's webhook, answered at once, the work queued.
+
+``POST /alerts`` only (``GET /-/ready`` for a probe). Each request is checked in an order that spends
+nothing on a stranger: the bearer token first (401), then the body's size from its Content-Length (411
+without one, 413 over the bound: the body is never read), then the payload (400). A notification that
+passes is handed to ``submit`` and answered 200; a full queue is 503, which Alertmanager retries, while
+it gives up on any 4xx. Nothing here waits for a capture: the handler thread only parses and queues.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import stat
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, Optional, Tuple
+
+from ..exits import EXIT_USAGE, CliError
+from .alerts import BadPayload, Notification, parse
+
+PATH = "/alerts"
+READY_PATH = "/-/ready"
+REALM = 'Bearer realm="dyno respond"'
+DEFAULT_MAX_BODY = 1 << 20  # Alertmanager's max_alerts 50 is a few tens of KiB
+READ_TIMEOUT_S = 10.0  # a client that sends its body this slowly loses the connection
+
+
+class QueueFull(Exception):
+    """The responder has as much work queued as it may hold: answered 503 (Alertmanager retries)."""
+
+
+Submit = Callable[[Notification], int]  # queues it; returns the number waiting, or raises QueueFull
+Log = Callable[[str], None]
+
+
+def read_token(path: str) -> bytes:
+    """The bearer token in *path*, stripped as Alertmanager strips its ``credentials_file``; refused when
+    group or others may read it (like a private key) or when it is empty."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        with open(path, "rb") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise CliError(f"--token-file {path}: {exc.strerror}", EXIT_USAGE) from None
+    if mode & 0o077:
+        raise CliError(
+            f"--token-file {path}: mode {mode:04o} lets group/others read the token; run: chmod 600 {path}",
+            EXIT_USAGE,
+        )
+    if not token:
+        raise CliError(f"--token-file {path} is empty: write the token Alertmanager sends", EXIT_USAGE)
+    return token
+
+
+class Webhook(ThreadingHTTPServer):
+    """The server; each request on a thread of its own, none of which outlives its request."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: Tuple[str, int], token: Optional[bytes], max_body: int, submit: Submit, log: Log
+    ) -> None:
+        self.token, self.max_body, self.submit, self.log = token, max_body, submit, log
+        super().__init__(address, _Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Webhook
+    timeout = READ_TIMEOUT_S
+    server_version = "dyno-respond"
+
+    def do_GET(self) -> None:
+        if self.path == READY_PATH:
+            self._answer(200, {"ready": True})
+        elif self.path == PATH:
+            self._refuse(405, f"{PATH} takes POST", {"Allow": "POST"})
+        else:
+            self._refuse(404, "not found")
+
+    def do_POST(self) -> None:
+        if self.path != PATH:
+            return self._refuse(404, f"not found: POST {PATH}")
+        why = self._unauthorised()
+        if why:
+            return self._refuse(401, why, {"WWW-Authenticate": REALM})
+        length = self._length()
+        if length is None:
+            return
+        try:
+            notification = parse(self.rfile.read(length))
+        except BadPayload as exc:
+            return self._refuse(400, f"not an Alertmanager notification: {exc}")
+        except OSError as exc:  # the client stopped sending, or sent too slowly
+            return self.server.log(f"{self._who()}: POST {PATH}: body not received ({exc})")
+        try:
+            waiting = self.server.submit(notification)
+        except QueueFull:
+            return self._refuse(503, "busy: too many notifications queued; retry later", {"Retry-After": "5"})
+        self.server.log(f"{self._who()}: notification {notification.summary()} (queued, {waiting} waiting)")
+        self._answer(200, {"queued": waiting})
+
+    def _unauthorised(self) -> str:
+        """Why the request may not pass, or "" when it may."""
+        expected = self.server.token
+        if expected is None:
+            return ""
+        scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not presented:
+            return "no bearer token"
+        if not hmac.compare_digest(presented.strip().encode(), expected):
+            return "wrong bearer token"
+        return ""
+
+    def _length(self) -> Optional[int]:
+        """The body's length from Content-Length, or None once the request was answered for it."""
+        text = self.headers.get("Content-Length")
+        if text is None:
+            self._refuse(411, "Content-Length required")
+            return None
+        if not text.isdigit():
+            self._refuse(400, f"Content-Length {text!r} is not a number")
+            return None
+        length = int(text)
+        if length > self.server.max_body:
+            self._refuse(413, f"body of {length} bytes: at most {self.server.max_body} (--max-body)")
+            return None
+        return length
+
+    def _refuse(self, code: int, why: str, headers: Optional[Dict[str, str]] = None) -> None:
+        self.server.log(f"{self._who()}: {self.command} {self.path}: {code} ({why})")
+        # The body of a refused request is not read: the connection cannot carry another request.
+        self.close_connection = True
+        self._answer(code, {"error": why}, headers)
+
+    def _answer(self, code: int, doc: object, headers: Optional[Dict[str, str]] = None) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _who(self) -> str:
+        return f"{self.client_address[0]}:{self.client_address[1]}"
+
+    def log_message(self, format: str, *args: object) -> None:
+        """http.server's own access log is off: each request is one line of ours."""
