@@ -13,7 +13,7 @@ PY39 ?= $(shell for p in python3.9 $$HOME/.pyenv/versions/3.9*/bin/python3.9; do
 VENV39 := .venv39
 STAMP39 := $(VENV39)/.installed
 
-.PHONY: demo test check test-py38 test-py39 peers lint proto bench venv clean
+.PHONY: demo test setup check test-py38 test-py39 peers lint proto bench venv clean
 
 $(STAMP): pyproject.toml plugin/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ demo: $(STAMP)
 
 test: $(STAMP) test-py38 test-py39 peers
 	$(PY) -m pytest -q
+
+# Everything the tests fetch from the network, once: the venvs (.venv, .venv39) and the peers. After it
+# `make test` runs offline (it runs these first, each a no-op once made).
+setup: $(STAMP) peers
+	@if [ -n "$(PY39)" ]; then $(MAKE) --no-print-directory $(STAMP39); fi
 
 # Published code the tests run against (msserviceprofiler, torch-npu, msprof-analyze, MindSpore), fetched
 # once into .peers/ before any test runs, so no test downloads; reused by later runs (tests/peers.py).
