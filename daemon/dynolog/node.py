@@ -20,6 +20,7 @@ from .kinds.nputrace import NpuTrace
 from .kinds.tracing import TracePolicy
 from .metrics import Metrics
 from .model import MsMonitorStatus
+from .monitor_pause import MonitorPause
 from .pipeline import CommandPipeline, Policy
 from .registry import ProcessRecord, Registry
 from .sinks import Sinks
@@ -58,6 +59,7 @@ class Node:
         commands = {policy.rpc: policy.for_node(traces, delivery) for policy in command_policies()}
         nputrace, npumonitor = commands[NpuTrace.rpc], commands[NpuMonitor.rpc]
         assert isinstance(nputrace, NpuTrace) and isinstance(npumonitor, NpuMonitor)
+        pipeline.pausing = MonitorPause(pipeline, npumonitor, nputrace, traces)  # nputrace --pause-monitor
         metrics = Metrics(registry, drops, sinks)
         watch = IncidentWatch(
             incidents or IncidentSettings(), pipeline, npumonitor, nputrace, traces, metrics

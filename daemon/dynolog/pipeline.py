@@ -65,6 +65,10 @@ class Policy(abc.ABC, Generic[Request]):
     @abc.abstractmethod
     def label(self, request: Request) -> str: ...
 
+    def pauses_monitor(self, request: Request) -> bool:
+        """The request asks that a running npu-monitor pause for it (``nputrace --pause-monitor``)."""
+        return False
+
     def refuse(self, request: Request, record: ProcessRecord) -> Optional[Reason]:
         """The kind's own rule for one process, after capability and exclusion; None: it may take it."""
         return None
@@ -83,12 +87,26 @@ class Policy(abc.ABC, Generic[Request]):
         """Send the command to the processes that take it, and complete their outcomes."""
 
 
+class Pausing(Protocol):
+    """Runs a request that pauses the monitors it meets: stop → the request → resume
+    (:class:`dynolog.monitor_pause.MonitorPause`, which runs its parts through this pipeline)."""
+
+    async def run(self, request: Any) -> CommandResult: ...
+
+
 class CommandPipeline:
     def __init__(self, registry: Registry, traces: TraceStore) -> None:
         self.registry = registry
         self._traces = traces
+        self.pausing: Optional[Pausing] = None  # set by the node, which builds it over this pipeline
 
     async def run(self, policy: Policy[Request], request: Request) -> CommandResult:
+        if self.pausing is not None and policy.pauses_monitor(request):
+            return await self.pausing.run(request)
+        return await self.run_as_is(policy, request)
+
+    async def run_as_is(self, policy: Policy[Request], request: Request) -> CommandResult:
+        """*request* without pausing any monitor: what :attr:`pausing` runs once it stopped them."""
         result = self.decide(policy, request)
         if result.effective:
             await policy.deliver(request, result)

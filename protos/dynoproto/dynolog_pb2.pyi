@@ -346,7 +346,7 @@ class CommandResponse(_message.Message):
     def __init__(self, command_status: _Optional[_Union[CommandStatus, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., trace_id: _Optional[str] = ..., processes: _Optional[_Iterable[_Union[ProcessOutcome, _Mapping]]] = ..., processes_matched: _Optional[_Iterable[int]] = ..., activity_profilers_triggered: _Optional[_Iterable[int]] = ..., activity_profilers_busy: _Optional[int] = ..., event_profilers_triggered: _Optional[_Iterable[int]] = ..., event_profilers_busy: _Optional[int] = ...) -> None: ...
 
 class NpuTraceRequest(_message.Message):
-    __slots__ = ("targets", "log_file", "start_step", "iterations", "duration_ms", "profile_start_time_ms", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "analyse", "async_mode", "activities", "profiler_level", "aic_metrics", "l2_cache", "op_attr", "msprof_tx", "mstx_domain_include", "mstx_domain_exclude", "data_simplification", "export_type", "gc_detect_threshold", "host_sys", "sys_io", "sys_interconnection")
+    __slots__ = ("targets", "log_file", "start_step", "iterations", "duration_ms", "profile_start_time_ms", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "analyse", "async_mode", "activities", "profiler_level", "aic_metrics", "l2_cache", "op_attr", "msprof_tx", "mstx_domain_include", "mstx_domain_exclude", "data_simplification", "export_type", "gc_detect_threshold", "host_sys", "sys_io", "sys_interconnection", "pause_monitor")
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     LOG_FILE_FIELD_NUMBER: _ClassVar[int]
     START_STEP_FIELD_NUMBER: _ClassVar[int]
@@ -374,6 +374,7 @@ class NpuTraceRequest(_message.Message):
     HOST_SYS_FIELD_NUMBER: _ClassVar[int]
     SYS_IO_FIELD_NUMBER: _ClassVar[int]
     SYS_INTERCONNECTION_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_MONITOR_FIELD_NUMBER: _ClassVar[int]
     targets: Targets
     log_file: str
     start_step: int
@@ -401,7 +402,8 @@ class NpuTraceRequest(_message.Message):
     host_sys: _containers.RepeatedScalarFieldContainer[str]
     sys_io: bool
     sys_interconnection: bool
-    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., start_step: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_ms: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., record_shapes: bool = ..., profile_memory: bool = ..., with_stack: bool = ..., with_flops: bool = ..., with_modules: bool = ..., analyse: bool = ..., async_mode: bool = ..., activities: _Optional[_Iterable[str]] = ..., profiler_level: _Optional[str] = ..., aic_metrics: _Optional[str] = ..., l2_cache: bool = ..., op_attr: bool = ..., msprof_tx: bool = ..., mstx_domain_include: _Optional[_Iterable[str]] = ..., mstx_domain_exclude: _Optional[_Iterable[str]] = ..., data_simplification: bool = ..., export_type: _Optional[str] = ..., gc_detect_threshold: _Optional[float] = ..., host_sys: _Optional[_Iterable[str]] = ..., sys_io: bool = ..., sys_interconnection: bool = ...) -> None: ...
+    pause_monitor: bool
+    def __init__(self, targets: _Optional[_Union[Targets, _Mapping]] = ..., log_file: _Optional[str] = ..., start_step: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_ms: _Optional[int] = ..., profile_start_time_ms: _Optional[int] = ..., record_shapes: bool = ..., profile_memory: bool = ..., with_stack: bool = ..., with_flops: bool = ..., with_modules: bool = ..., analyse: bool = ..., async_mode: bool = ..., activities: _Optional[_Iterable[str]] = ..., profiler_level: _Optional[str] = ..., aic_metrics: _Optional[str] = ..., l2_cache: bool = ..., op_attr: bool = ..., msprof_tx: bool = ..., mstx_domain_include: _Optional[_Iterable[str]] = ..., mstx_domain_exclude: _Optional[_Iterable[str]] = ..., data_simplification: bool = ..., export_type: _Optional[str] = ..., gc_detect_threshold: _Optional[float] = ..., host_sys: _Optional[_Iterable[str]] = ..., sys_io: bool = ..., sys_interconnection: bool = ..., pause_monitor: bool = ...) -> None: ...
 
 class GpuTraceRequest(_message.Message):
     __slots__ = ("targets", "log_file", "duration_ms", "iterations", "profile_start_time_ms", "profile_start_iteration_roundup", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")

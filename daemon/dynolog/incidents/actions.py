@@ -1,10 +1,9 @@
 """What an incident does to its process: stop npu-monitor, trace the next steps, resume monitoring.
 
-Every step is a command through the daemon's one pipeline, exactly as ``dyno`` would send it
-(``npu-monitor --npu-monitor-stop``, ``nputrace --iterations N --analyse``, then the process's own
-``npu-monitor --npu-monitor-start`` again), so the exclusion between the two kinds is the pipeline's,
-never a second copy of it. Monitoring is resumed whatever happened in between, once the trace is done:
-the process is never left with neither.
+That is ``nputrace --pause-monitor`` for one process: :class:`~dynolog.monitor_pause.MonitorPause`
+runs it for both (every step a command through the daemon's one pipeline, the monitor resumed with the
+process's own settings whatever happened to the trace). Here its steps go on the incident's timeline,
+kept in the store at each one, so that a restarted daemon finishes an auto-trace it cut short.
 
 Rate limits: ``cooldown`` between two traces of one process, ``max`` traces per job in any 24 hours;
 both read from the store, so that a restarted daemon keeps them.
@@ -12,17 +11,16 @@ both read from the store, so that a restarted daemon keeps them.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Optional
+from typing import Mapping, Optional
 
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
 from ..kinds.nputrace import NpuTrace, NpuTraceCommand
 from ..model import CommandResult, Targets
+from ..monitor_pause import TRACE_WAIT_S, MonitorPause
 from ..pipeline import CommandPipeline
 from ..traces import Trace, TraceStore
 from .incident import RATE_LIMITED, TRACING, Incident
@@ -30,7 +28,6 @@ from .store import DAY_S, IncidentStore
 
 log = logging.getLogger("dynolog.incidents")
 
-TRACE_WAIT_S = 600.0  # a trace of a few steps; a process that stops stepping is resumed after this
 # A trace that ended while no daemon listened is reported by the process's events, which it sends once
 # its hello is answered: moments later, seconds on a loaded node.
 REPORT_AFTER_HELLO_S = 10.0
@@ -54,103 +51,101 @@ class AutoTracer:
     traces: TraceStore
     store: IncidentStore
     trace_dir: Path
+    _pause: MonitorPause = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._pause = MonitorPause(self.pipeline, self.npumonitor, self.nputrace, self.traces, TRACE_WAIT_S)
 
     async def run(self, incident: Incident, monitor: NpuMonitorCommand) -> None:
         """Stop → trace → resume for *incident*'s process; *monitor*: the start to resume with."""
-        targets = Targets.of_pid(incident.host_pid)
-        stopped = await self.pipeline.run(self.npumonitor, NpuMonitorCommand(targets=targets, stop=True))
-        if not stopped.effective:
-            incident.traced = False
-            return self._done(incident, f"not traced: npu-monitor stop: {stopped.message}")
-        incident.resume = json.dumps(monitor.to_json())
-        self._step(incident, "npu-monitor stopped")
         assert monitor.auto_trace is not None  # only a monitor with --auto-trace raises incidents
-        await self._then_resume(
-            incident, self._trace(incident, targets, monitor.auto_trace.iterations), "npu-monitor resumed"
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        request = NpuTraceCommand(
+            targets=Targets.of_pid(incident.host_pid),
+            start_step=-1,
+            iterations=monitor.auto_trace.iterations,
+            analyse=True,
+            activities=("CPU", "NPU"),
+            log_file=str(self.trace_dir),
+            pause_monitor=True,
         )
+        timeline = _Timeline(self.store, incident, request.iterations)
+        _, rest = await self._pause.start(request, timeline, {incident.host_pid: monitor})
+        await rest
 
     async def recover(self, incident: Incident) -> None:
         """After a daemon restart that cut *incident*'s auto-trace short, its process is back: the trace
         the plugin went on with (adopted from the process's hello, or from the events that follow it if
         the trace ended while no daemon listened), then the resume."""
-        await self._then_resume(
-            incident, self._adopted(incident), "npu-monitor resumed after a daemon restart"
+        timeline = _Timeline(self.store, incident, resumed_as="npu-monitor resumed after a daemon restart")
+        monitor = _resumable(incident)
+        if monitor is None:
+            await self._adopted(incident, timeline)
+            incident.resume = ""
+            return timeline.step("not resumed: an older daemon recorded the monitor's settings")
+        await self._pause.resume_after(
+            self._adopted(incident, timeline), incident.host_pid, monitor, timeline
         )
 
-    async def _adopted(self, incident: Incident) -> None:
+    async def _adopted(self, incident: Incident, timeline: _Timeline) -> None:
         if incident.action != TRACING:  # the outcome was recorded before the restart: only the resume is left
             return
         if not incident.trace_id:
-            return self._done(incident, "not traced: the daemon restarted before the trace began")
+            return timeline.done("not traced: the daemon restarted before the trace began")
         # Adopted from the hello if the trace still runs; else from the events that follow it.
         trace = await self.traces.learnt(incident.trace_id, REPORT_AFTER_HELLO_S)
-        if trace is None:
+        if trace is None or incident.host_pid not in trace.processes:
             why = f"the process did not report trace {incident.trace_id} after the daemon restarted"
-            return self._done(incident, f"not traced: {why}")
-        await self._finish(incident, trace)
+            return timeline.done(f"not traced: {why}")
+        await self._pause.over(trace, incident.host_pid, timeline)
 
-    async def _then_resume(self, incident: Incident, work: Awaitable[None], what: str) -> None:
-        """*work*, then the resume whatever happened in it: the process is never left with neither —
-        unless the daemon is stopping (cancelled), when the next daemon resumes it from the store."""
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            await self._resume(incident, what)
-            raise
-        await self._resume(incident, what)
 
-    async def _resume(self, incident: Incident, what: str) -> None:
-        monitor = _resumable(incident)
-        incident.resume = ""
-        if monitor is None:
-            return self._step(incident, "not resumed: an older daemon recorded the monitor's settings")
-        resumed = await self.pipeline.run(
-            self.npumonitor, dataclasses.replace(monitor, targets=Targets.of_pid(incident.host_pid))
-        )
-        self._step(incident, what if resumed.effective else f"not resumed: {resumed.message}")
+@dataclass
+class _Timeline:
+    """An auto-trace's steps (a :class:`~dynolog.monitor_pause.PauseLog`) on its incident's timeline."""
 
-    async def _trace(self, incident: Incident, targets: Targets, iterations: int) -> None:
-        self.trace_dir.mkdir(parents=True, exist_ok=True)
-        request = NpuTraceCommand(
-            targets=targets,
-            start_step=-1,
-            iterations=iterations,
-            analyse=True,
-            activities=("CPU", "NPU"),
-            log_file=str(self.trace_dir),
-        )
-        result = await self.pipeline.run(self.nputrace, request)
-        trace = self.traces.get(result.trace_id) if result.effective else None
+    store: IncidentStore
+    incident: Incident
+    iterations: int = 0
+    resumed_as: str = "npu-monitor resumed"
+
+    def paused(self, stop: Optional[CommandResult], monitors: Mapping[int, NpuMonitorCommand]) -> None:
+        monitor = monitors.get(self.incident.host_pid)
+        if monitor is not None:
+            self.incident.resume = json.dumps(monitor.to_json())
+            self.step("npu-monitor stopped")
+        elif stop is not None:
+            self.step(f"npu-monitor did not stop: {_why(stop)}")
+
+    def started(self, result: CommandResult, trace: Optional[Trace]) -> None:
         if trace is None:
-            incident.traced = False
-            return self._done(incident, f"not traced: nputrace: {_why(result)}")
-        incident.traced, incident.trace_id = True, trace.trace_id
-        self._step(incident, f"nputrace {trace.trace_id}: {request.iterations} steps from the next one")
-        await self._finish(incident, trace)
+            self.incident.traced = False
+            return self.done(f"not traced: nputrace: {_why(result)}")
+        self.incident.traced, self.incident.trace_id = True, trace.trace_id
+        self.step(f"nputrace {trace.trace_id}: {self.iterations} steps from the next one")
 
-    async def _finish(self, incident: Incident, trace: Trace) -> None:
-        """Waits for *trace*, and records its outcome and files."""
-        await trace.changes.until(lambda: trace.done, TRACE_WAIT_S)
-        process = trace.processes.get(incident.host_pid)
-        if process is None or not process.phase.final:
-            return self._done(incident, f"trace {trace.trace_id} not done after {TRACE_WAIT_S:g} s")
-        incident.trace_files = list(process.files)
+    def ended(self, trace: Trace, host_pid: int, over: bool) -> None:
+        process = trace.processes[host_pid]
+        if not over:
+            return self.done(f"trace {trace.trace_id} not done after {TRACE_WAIT_S:g} s")
+        self.incident.trace_files = list(process.files)
         steps = f"steps {process.start_step}-{process.stop_step - 1}"
-        outcome = (
+        self.done(
             f"traced ({steps}, {process.output})" if not process.error else f"trace failed: {process.error}"
         )
-        self._done(incident, outcome)
 
-    def _step(self, incident: Incident, what: str) -> None:
-        incident.note(what)
-        self.store.update(incident)
+    def resumed(self, host_pid: int, result: CommandResult) -> None:
+        self.incident.resume = ""
+        self.step(self.resumed_as if result.effective else f"not resumed: {result.message}")
 
-    def _done(self, incident: Incident, action: str) -> None:
-        incident.action = action
-        log.info("incident %d: %s", incident.id, action)
-        self._step(incident, action)
+    def step(self, what: str) -> None:
+        self.incident.note(what)
+        self.store.update(self.incident)
+
+    def done(self, action: str) -> None:
+        self.incident.action = action
+        log.info("incident %d: %s", self.incident.id, action)
+        self.step(action)
 
 
 def _resumable(incident: Incident) -> Optional[NpuMonitorCommand]:

@@ -50,6 +50,9 @@ class NpuTraceCommand:
     host_sys: Tuple[str, ...] = ()
     sys_io: bool = False
     sys_interconnection: bool = False
+    # A process whose npu-monitor runs pauses it for the trace (see dynolog.monitor_pause); no config
+    # key: the daemon does it, the process is sent a plain trace.
+    pause_monitor: bool = False
 
 
 FIELDS = FieldKeys(nputrace_keys.KEYS, nputrace_keys.FIELD_KEYS)
@@ -65,6 +68,9 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
     def label(self, request: NpuTraceCommand) -> str:
         return "nputrace"
 
+    def pauses_monitor(self, request: NpuTraceCommand) -> bool:
+        return request.pause_monitor
+
     def refuse(self, request: NpuTraceCommand, record: ProcessRecord) -> Optional[Reason]:
         if request.iterations > 0 and 0 <= request.start_step <= record.current_step:
             return Reason.START_STEP_PASSED
@@ -75,6 +81,11 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
     def explain(self, request: NpuTraceCommand, reason: Reason, record: ProcessRecord) -> str:
         if reason is Reason.START_STEP_PASSED:
             return f"start step {request.start_step} has passed: the process is at step {record.current_step}"
+        if reason is Reason.NPU_MONITOR_RUNNING and request.pause_monitor:
+            return (
+                "its npu-monitor runs and was not paused: it did not stop, or this daemon did not start it "
+                "and knows no settings to resume it with; stop it (dyno npu-monitor --npu-monitor-stop) first"
+            )
         if reason is Reason.FRAMEWORK_CANNOT:
             return (
                 "MindSpore's dynamic profiler traces step windows only, and ignores any other config "
