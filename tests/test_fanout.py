@@ -254,7 +254,9 @@ def test_sync_starts_a_time_based_trace_at_one_instant_on_every_host(cluster: Cl
         assert staged < instant <= running < instant + 2, (staged, instant, running)
     text = cluster.dyno("--hosts", C, *args)
     assert text.returncode == 1 and text.stdout.startswith("profile start time: ")
-    step_based = cluster.dyno("--hosts", C, "nputrace", "--iterations", "2", "--log-file", "/tmp", "--sync")
+    step_based = cluster.dyno(
+        "--hosts", C, "gputrace", "--iterations", "2", "--log-file", "/tmp/k.json", "--sync"
+    )
     assert step_based.returncode == 2 and "lines up by step number" in step_based.stderr
     one_host = cluster.dyno("--hostname", C, "nputrace", "--log-file", "/tmp", "--sync")
     assert one_host.returncode == 2 and "--sync lines up a trace on many hosts" in one_host.stderr

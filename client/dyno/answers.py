@@ -74,8 +74,15 @@ def _process_row(p: pb.ProcessOutcome) -> List[str]:
         str(p.pid),
         rank_text(p.rank),
         "triggered" if p.triggered else _reason(p.reason),
-        (p.expected_output or p.detail) if p.triggered else p.detail,
+        _taken(p) if p.triggered else p.detail,
     ]
+
+
+def _taken(p: pb.ProcessOutcome) -> str:
+    """Where a process that took the command writes, and how it went (a paused monitor, say)."""
+    if p.expected_output and p.detail:
+        return f"{p.expected_output} ({p.detail})"
+    return p.expected_output or p.detail
 
 
 def _reason(reason: int) -> str:

@@ -63,10 +63,21 @@ FLAGS = (
     Flag("--host-sys", "host_sys", split_list, "None", "None or some of cpu,mem,disk,network,osrt"),
     Flag("--sys-io", "sys_io", bool, False, "NIC / RoCE data (Ascend)"),
     Flag("--sys-interconnection", "sys_interconnection", bool, False, "HCCS / PCIe data (Ascend)"),
+    Flag(
+        "--pause-monitor",
+        "pause_monitor",
+        bool,
+        False,
+        "a monitored process pauses its npu-monitor for the trace and resumes it with its own settings after",
+    ),
     Flag("--wait", None, bool, False, "wait until every triggered process wrote its files"),
     WAIT_TIMEOUT,
     COLLECT,
-    SYNC,
+    SYNC._replace(
+        help="with --hosts: start the trace at one step on every host (with --iterations: the step is "
+        "chosen from every host's processes' steps and rates, as --start-step) or, time-based, at one "
+        "instant (sets --profile-start-time from the round trips); the answer states it"
+    ),
 )
 
 
@@ -75,8 +86,9 @@ def run(target: Target, args: Namespace) -> None:
 
     Example: dyno nputrace --start-step 120 --iterations 3 --log-file /data/traces --analyse --wait
 
-    On many hosts, a step-based trace lines up by step number; a time-based one with --sync:
-      dyno --hosts 'node[001-016]' nputrace --duration-ms 3000 --log-file /data/traces --sync --wait
+    On many hosts, --sync starts the trace at one step (with --iterations: dyno picks the step from
+    every host's processes) or at one instant (a time-based trace) everywhere:
+      dyno --hosts 'node[001-016]' nputrace --job-id 77 --iterations 3 --log-file /data/traces --sync --wait
     """
     from dynoproto import dynolog_pb2 as pb
     from dynoproto import validate
