@@ -68,6 +68,11 @@ COMMANDS: Sequence[Entry] = (
         "Incidents npu-monitor's --auto-trace raised on this node, oldest first; 'show ID' for one.",
         f"{__name__}.incidents",
     ),
+    Listed(
+        "respond",
+        "An Alertmanager webhook receiver: each alert's job traced on every rank at the same steps.",
+        f"{__name__}.respond",
+    ),
     Group("service", "Export the inference service profiler's recordings (offline).", _service),
     Group("certs", "Make, check and revoke the certificates for mutual TLS (--certs-dir).", _certs),
 )

@@ -1,18 +1,24 @@
-"""``dyno incidents``: what npu-monitor's ``--auto-trace`` detected, where, the evidence, the trace taken."""
+"""``dyno incidents``: what npu-monitor's ``--auto-trace`` detected, where, the evidence, the trace taken;
+or, with ``--from DIR`` (``$DYNO_INCIDENTS``), what ``dyno respond`` did for each alert: one incident per
+alert, every rank's trace of the same steps, collected into DIR."""
 
 from __future__ import annotations
 
+import os
 import time
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..cli import JOB_ID, Command, Flag, fill
+from ..cli import JOB_ID, Command, Flag, directory, fill
 from ..exits import EXIT_USAGE, CliError
 from ..output import as_dict, duration, print_json, rank_text, table
+from ..respond import ENV
 from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
+
+    from ..respond.store import Incident
 
 FLAGS = (
     Flag(
@@ -24,10 +30,31 @@ FLAGS = (
         repeat=True,
         usage="[show ID]",
     ),
-    JOB_ID._replace(field="job_id"),
+    JOB_ID._replace(field="job_id", aliases=("--job",)),
     Flag("--limit", "limit", int, 0, "only the most recent this many (0: all the daemon keeps)", minimum=0),
+    Flag(
+        "--from",
+        None,
+        directory,
+        None,
+        f"the incidents `dyno respond --collect DIR` recorded, not a daemon's (default: ${ENV}, unless "
+        "--hostname names a daemon)",
+    ),
 )
 HEADERS = ("ID", "AGE", "JOB", "RANK", "PID", "DETECTION", "KIND", "NAME", "SLOWER", "ACTION")
+JOB_HEADERS = (
+    "ID",
+    "AGE",
+    "JOB",
+    "ALERT",
+    "RANK",
+    "HOSTS",
+    "STEPS",
+    "SLOWEST",
+    "REPEATS",
+    "RESOLVED",
+    "ACTION",
+)
 
 
 def run(target: Target, args: Namespace) -> None:
@@ -36,7 +63,12 @@ def run(target: Target, args: Namespace) -> None:
     Example: dyno incidents
              dyno incidents show 17
     On many hosts: dyno --hosts 'node[001-016]' incidents
+    What dyno respond recorded (one incident per alert, every rank traced):
+             dyno incidents --from /data/incidents --job 77
     """
+    folder = _folder(target, args)
+    if folder is not None:
+        return _responded(target, args, folder)
     incident_id = _shown(args)
     if incident_id is not None:
         info = get(target, incident_id)
@@ -54,6 +86,11 @@ def run(target: Target, args: Namespace) -> None:
 def across(target: Target, args: Namespace) -> None:
     from .. import fanout
 
+    if getattr(args, "from"):
+        raise CliError(
+            "--from reads dyno respond's incidents here: --hosts, --hostfile and --slurm-job do not apply",
+            EXIT_USAGE,
+        )
     incident_id = _shown(args)
     if incident_id is not None:  # each daemon numbers its own: the hosts without this one say so
         view = fanout.View(HEADERS, lambda info: [_row(info)], as_dict)
@@ -142,12 +179,106 @@ def _times(current: float, baseline: float) -> str:
 
 def _shown(args: Namespace) -> Optional[int]:
     """The ID of ``show ID``; None for the list."""
+    shown = _shown_text(args)
+    if shown is None or shown.isdigit():
+        return None if shown is None else int(shown)
+    raise CliError(f"a daemon's incident IDs are numbers, got {shown!r}", EXIT_USAGE)
+
+
+def _shown_text(args: Namespace) -> Optional[str]:
     words = args.what or []
     if not words:
         return None
-    if len(words) == 2 and words[0] == "show" and words[1].isdigit():
-        return int(words[1])
+    if len(words) == 2 and words[0] == "show":
+        return str(words[1])
     raise CliError(f"expected nothing or 'show ID', got {' '.join(words)!r}", EXIT_USAGE)
+
+
+# --- dyno respond's incidents (--from DIR) ------------------------------------------------------------
+
+
+def _folder(target: Target, args: Namespace) -> Optional[str]:
+    """The responder's folder to read: --from, else $DYNO_INCIDENTS unless a daemon is named (--hostname);
+    None: ask the daemon."""
+    given = getattr(args, "from") or (os.environ.get(ENV) if target.hostname == "localhost" else None)
+    return os.path.abspath(given) if given else None
+
+
+def _responded(target: Target, args: Namespace, folder: str) -> None:
+    from ..respond.store import DB_NAME, JobIncidentStore
+
+    if not os.path.isfile(os.path.join(folder, DB_NAME)):
+        raise CliError(f"{folder}: no {DB_NAME} there: not a folder dyno respond --collect wrote", EXIT_USAGE)
+    store = JobIncidentStore(folder)
+    try:
+        shown = _shown_text(args)
+        if shown is not None:
+            incident = store.get(shown)
+            if incident is None:
+                raise CliError(f"no incident {shown} in {folder}")
+            print_json(incident.to_json()) if target.json else print(_job_text(incident, folder))
+            return
+        listed = store.list(args.job_id, args.limit)
+    finally:
+        store.close()
+    if target.json:
+        print_json([i.to_json() for i in listed])
+    elif not listed:
+        print(f"No incidents in {folder}" + (f" for job {args.job_id}." if args.job_id else "."))
+    else:
+        print(table(JOB_HEADERS, [_job_row(i) for i in listed]))
+
+
+def _job_row(i: Incident) -> List[str]:
+    steps = f"{i.steps['start']}-{i.steps['stop'] - 1}" if i.steps else "-"
+    slowest = (i.analysis or {}).get("slowest_rank")
+    return [
+        i.id,
+        duration(time.time() - i.at),
+        str(i.job_id),
+        i.alert.get("name", ""),
+        "-" if i.suspect.get("rank") is None else str(i.suspect["rank"]),
+        str(len(i.hosts)),
+        steps,
+        "-" if slowest is None else str(slowest),
+        str(i.repeats),
+        "-" if i.resolved_at is None else duration(time.time() - i.resolved_at) + " ago",
+        i.action,
+    ]
+
+
+def _job_text(i: Incident, folder: str) -> str:
+    """One responder's incident: the alert, the hosts, each rank's trace, the analysis, the timeline."""
+    lines = [
+        f"incident {i.id}, {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(i.at))}",
+        f"  alert {i.alert.get('name', '')} ({i.alert.get('fingerprint', '')}), job {i.job_id}, "
+        f"rank {i.suspect.get('rank')} on {i.suspect.get('host') or '?'}; repeats {i.repeats}",
+        f"  action: {i.action}",
+        f"  hosts ({i.hosts_from}): {', '.join(i.hosts) or '-'}",
+    ]
+    if i.steps:
+        lines.append(
+            f"  steps {i.steps['start']}-{i.steps['stop'] - 1}, in {os.path.join(folder, i.id, i.trace_dir)}"
+        )
+    if i.ranks:
+        rows = [
+            [str(r["rank"]), r["host"], str(r["pid"]), r["state"], ", ".join(r["files"]) or r["error"]]
+            for r in i.ranks
+        ]
+        lines += ["", table(("RANK", "HOST", "PID", "PHASE", "FILES / ERROR"), rows)]
+    if i.analysis:
+        lines += ["", f"analysis ({i.analysis['method']}): slowest rank {i.analysis.get('slowest_rank')}"]
+        if i.analysis.get("note"):
+            lines.append(f"  {i.analysis['note']}")
+        figures = [
+            [str(f["rank"]), f"{f['step_ms']:.1f}", f"{f['compute_ms']:.1f}", f"{f['collective_ms']:.1f}"]
+            for f in i.analysis.get("per_rank", [])
+        ]
+        if figures:
+            lines.append(table(("RANK", "STEP ms", "COMPUTE ms", "COLLECTIVES ms"), figures))
+    lines += ["", "timeline:"]
+    lines += [f"  {time.strftime('%H:%M:%S', time.localtime(at))}  {what}" for at, what in i.timeline]
+    return "\n".join(lines)
 
 
 COMMAND = Command("incidents", run, FLAGS, across)

@@ -1,0 +1,140 @@
+"""``dyno respond`` for tests: notifications as Alertmanager 0.25 sends them, POSTed the way it does, and
+the receiver as a real ``dyno respond`` process.
+
+The measured body below is what Alertmanager 0.25.0 POSTed to a webhook (docs/respond.md): version 4,
+every alert of the group, ``Authorization: Bearer <credentials_file>``, a Content-Length always set.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from harness import BIN, read_line_until, rest_of_output, stop_process
+
+TOKEN = "s3cret"
+STARTS_AT = "2026-12-02T01:03:52.509324779Z"
+NEVER = "0001-01-01T00:00:00Z"
+MEASURED: Dict[str, Any] = {
+    "receiver": "dyno",
+    "status": "firing",
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "MsMonitorSlowestRank", "host": "n2", "job_id": "77", "rank": "1"},
+            "annotations": {"summary": "x"},
+            "startsAt": STARTS_AT,
+            "endsAt": NEVER,
+            "generatorURL": "http://prom/graph",
+            "fingerprint": "6a39be9d7731f3fb",
+        }
+    ],
+    "groupLabels": {"alertname": "MsMonitorSlowestRank", "job_id": "77"},
+    "commonLabels": {"alertname": "MsMonitorSlowestRank", "host": "n2", "job_id": "77", "rank": "1"},
+    "commonAnnotations": {"summary": "x"},
+    "externalURL": "http://vm:19093",
+    "version": "4",
+    "groupKey": '{}:{alertname="MsMonitorSlowestRank", job_id="77"}',
+    "truncatedAlerts": 0,
+}
+
+
+def alert(
+    job: str = "77",
+    rank: str = "1",
+    host: str = "n2",
+    fingerprint: str = "6a39be9d7731f3fb",
+    status: str = "firing",
+    starts_at: str = STARTS_AT,
+) -> Dict[str, Any]:
+    """One alert of the measured kind; an empty *job* leaves its job_id label out."""
+    one = copy.deepcopy(MEASURED["alerts"][0])
+    labels = {"alertname": "MsMonitorSlowestRank", "host": host, "job_id": job, "rank": rank}
+    one.update(
+        labels={k: v for k, v in labels.items() if v},
+        status=status,
+        fingerprint=fingerprint,
+        startsAt=starts_at,
+        endsAt=NEVER if status == "firing" else "2026-12-02T01:09:52.509Z",
+    )
+    return one
+
+
+def notification(*alerts: Dict[str, Any]) -> bytes:
+    """A notification of these alerts (the measured one's alert when none), as Alertmanager words it."""
+    body = copy.deepcopy(MEASURED)
+    if alerts:
+        body["alerts"] = list(alerts)
+        body["status"] = "firing" if any(a["status"] == "firing" for a in alerts) else "resolved"
+    return json.dumps(body).encode()
+
+
+def post(
+    port: int, body: bytes, token: Optional[str] = TOKEN, headers: Optional[Dict[str, str]] = None
+) -> Tuple[int, Dict[str, str], Dict[str, Any]]:
+    """POST *body* to the receiver as Alertmanager does: status, headers, the JSON answer."""
+    sent = {"Content-Type": "application/json", "User-Agent": "Alertmanager/0.25.0"}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("POST", "/alerts", body, {**sent, **(headers or {})})
+        response = connection.getresponse()
+        answer = json.loads(response.read() or b"{}")
+        return response.status, dict(response.getheaders()), answer
+    finally:
+        connection.close()
+
+
+@dataclass
+class RespondProcess:
+    """A real ``dyno respond`` (``dyno`` *global_args* ``respond --listen 127.0.0.1:0`` *args*): started,
+    its port read from its first line, stopped with SIGTERM."""
+
+    args: Sequence[str]
+    global_args: Sequence[str] = ()
+    proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+    port: int = 0
+    lines: List[str] = field(default_factory=list)
+
+    def start(self) -> RespondProcess:
+        command = [str(BIN / "dyno"), *self.global_args, "respond", "--listen", "127.0.0.1:0", *self.args]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        listening = read_line_until_containing(self.proc, "listening on http://", 30)
+        self.port = int(listening.split("listening on http://127.0.0.1:")[1].split("/")[0])
+        return self
+
+    def line(self, containing: str, timeout: float = 30.0) -> str:
+        """The next line of its log that contains *containing*."""
+        assert self.proc is not None
+        found = read_line_until_containing(self.proc, containing, timeout)
+        self.lines.append(found)
+        return found
+
+    def stop(self) -> Tuple[int, str]:
+        """SIGTERM; its exit status and the rest of its log."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rest = rest_of_output(self.proc, 40)
+        return stop_process(self.proc), rest
+
+
+def read_line_until_containing(proc: subprocess.Popen, text: str, timeout: float) -> str:  # type: ignore[type-arg]
+    """The responder's lines start with a time stamp: read until one holds *text*."""
+    deadline = time.monotonic() + timeout
+    while True:
+        line = read_line_until(proc, "20", max(0.1, deadline - time.monotonic()))
+        if text in line:
+            return line
+
+
+def incident_files(folder: Path) -> List[Path]:
+    return sorted(folder.glob("*/incident.json"))

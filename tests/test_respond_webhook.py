@@ -1,0 +1,347 @@
+"""`dyno respond`'s webhook, without daemons: Alertmanager's payload read, the bearer token, the bounds on
+a body, the queue, and what the record says for duplicate, resolved and untraceable alerts.
+
+The receiver runs in this process (its HTTP server and worker thread, as `dyno respond` builds them),
+reached over real loopback HTTP; the last tests run `dyno respond` itself. The job's hosts are a host
+file naming an address nobody listens on: every alert's job is gone, so nothing here needs a daemon.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional
+
+import pytest
+
+from dyno.respond import ENV, alerts, capture, jobs, responder, store, webhook
+from dyno.target import Target
+from harness import BIN, free_port, wait_until
+from respond_harness import (
+    MEASURED,
+    STARTS_AT,
+    TOKEN,
+    RespondProcess,
+    alert,
+    incident_files,
+    notification,
+    post,
+)
+
+
+@dataclass
+class Receiver:
+    """The webhook and the responder behind it, as `dyno respond` wires them."""
+
+    folder: Path
+    records: store.JobIncidentStore
+    worker: responder.Responder
+    server: webhook.Webhook
+    log: List[str] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def incidents(self) -> List[store.Incident]:
+        return self.records.list()
+
+    def settled(
+        self, count: int, check: Callable[[store.Incident], bool] = lambda i: True
+    ) -> List[store.Incident]:
+        """Once the worker recorded *count* incidents, each passing *check*."""
+
+        def done() -> List[store.Incident]:
+            found = self.incidents()
+            ready = len(found) == count and all(i.action != "tracing" and check(i) for i in found)
+            return found if ready else []
+
+        return wait_until(done, 10, what=f"{count} incident(s) recorded")
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
+    """Start a receiver (keyword arguments: ``token``, ``limit``, ``dry_run``, ``queue_size``, ``start``)."""
+    started: List[Receiver] = []
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n")  # nobody listens there: every job is gone
+
+    def start(
+        token: str | None = TOKEN,
+        limit: str = "2/hour",
+        dry_run: bool = False,
+        queue_size: int = responder.QUEUE_SIZE,
+        run_worker: bool = True,
+    ) -> Receiver:
+        folder = tmp_path / f"incidents{len(started)}"
+        settings = responder.Settings(
+            jobs.HostsFrom("file", str(hostfile)),
+            capture.CaptureSettings(iterations=3),
+            store.rate_limit(limit),
+            dry_run,
+        )
+        records = store.JobIncidentStore(str(folder))
+        log: List[str] = []
+        worker = responder.Responder(Target(timeout=2.0), settings, records, log.append, queue_size)
+        server = webhook.Webhook(
+            ("127.0.0.1", 0), token.encode() if token else None, 4096, worker.submit, log.append
+        )
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        if run_worker:
+            worker.start()
+        one = Receiver(folder, records, worker, server, log)
+        started.append(one)
+        return one
+
+    yield start
+    for one in started:
+        one.server.shutdown()
+        one.server.server_close()
+        one.worker.stop(10)
+        one.records.close()
+
+
+# --- the payload --------------------------------------------------------------------------------
+
+
+def test_alertmanagers_measured_body_reads_as_its_alerts():
+    n = alerts.parse(json.dumps(MEASURED).encode())
+    assert (n.receiver, n.status, n.truncated) == ("dyno", "firing", 0)
+    assert n.group_key == '{}:{alertname="MsMonitorSlowestRank", job_id="77"}'
+    (a,) = n.alerts
+    assert (a.name, a.job_id, a.rank, a.host) == ("MsMonitorSlowestRank", 77, 1, "n2")
+    assert a.key == ("6a39be9d7731f3fb", STARTS_AT)
+    # Prometheus renames a scraped `job` to `exported_job` unless told to honor labels; Kubernetes's
+    # `node` is the daemon's host, where `host` is the pod's name.
+    b = alerts.parse(notification(alert(job="")))
+    assert b.alerts[0].job_id is None
+    renamed = dict(MEASURED["alerts"][0], labels={"exported_job": "12", "node": "gpu7", "host": "pod-3"})
+    c = alerts.parse(notification(renamed)).alerts[0]
+    assert (c.job_id, c.host) == (12, "gpu7")
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (b"{not json", "not JSON"),
+        (b"[]", "expected an object"),
+        (json.dumps({**MEASURED, "version": "3"}).encode(), "version '3'"),
+        (json.dumps({**MEASURED, "alerts": {}}).encode(), "alerts: expected a list"),
+        (
+            json.dumps({**MEASURED, "alerts": [{**MEASURED["alerts"][0], "status": "x"}]}).encode(),
+            "status 'x'",
+        ),
+        (
+            json.dumps({**MEASURED, "alerts": [{**MEASURED["alerts"][0], "labels": {"a": 1}}]}).encode(),
+            "string",
+        ),
+        (
+            json.dumps({**MEASURED, "alerts": [{**MEASURED["alerts"][0], "fingerprint": ""}]}).encode(),
+            "missing",
+        ),
+    ],
+)
+def test_a_body_that_is_not_a_version_4_notification_is_refused_naming_why(body: bytes, why: str):
+    with pytest.raises(alerts.BadPayload, match=why):
+        alerts.parse(body)
+
+
+# --- HTTP -------------------------------------------------------------------------------------------
+
+
+def test_without_the_bearer_token_nothing_is_queued(receiver):
+    r = receiver()
+    for token in (None, "wrong", TOKEN + "x", ""):
+        status, headers, answer = post(r.port, notification(), token=token)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer"), (token, answer)
+    status, _, _ = post(r.port, notification(), headers={"Authorization": f"Basic {TOKEN}"})
+    assert status == 401
+    assert r.incidents() == [] and all(" 401 (" in line for line in r.log), r.log
+    assert post(r.port, notification())[0] == 200
+    r.settled(1)
+
+
+def raw_request(port: int, head: str) -> str:
+    """Send a request's head alone (no body) and read the answer's status line: a server that waited
+    for the body would answer nothing before the socket's timeout."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(head.encode())
+        return s.recv(4096).decode().splitlines()[0]
+
+
+def test_a_body_is_bounded_by_its_content_length_before_it_is_read(receiver):
+    r = receiver()
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    big = f"POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 2000000\r\n\r\n"
+    assert raw_request(r.port, big).split()[1] == "413"
+    chunked = f"POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Transfer-Encoding: chunked\r\n\r\n"
+    assert raw_request(r.port, chunked).split()[1] == "411"
+    # The token is checked first: a stranger's announced gigabyte costs nothing either.
+    stranger = "POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"
+    assert raw_request(r.port, stranger).split()[1] == "401"
+    status, _, answer = post(r.port, b" " * 5000)  # over this receiver's 4096
+    assert status == 413 and "at most 4096" in answer["error"]
+    assert r.incidents() == []
+
+
+def test_junk_and_other_paths_are_answered_without_work(receiver):
+    r = receiver()
+    assert post(r.port, b"{junk")[0] == 400
+    status, _, answer = post(r.port, json.dumps({**MEASURED, "version": "3"}).encode())
+    assert status == 400 and "version '3'" in answer["error"]
+    connection = http.client.HTTPConnection("127.0.0.1", r.port, timeout=5)
+    for method, path, expected in (("GET", "/-/ready", 200), ("GET", "/alerts", 405), ("POST", "/x", 404)):
+        connection.request(method, path, b"{}" if method == "POST" else None)
+        response = connection.getresponse()
+        response.read()
+        assert response.status == expected, (method, path)
+        connection.close()
+    assert r.incidents() == []
+
+
+def test_a_full_queue_is_503_which_alertmanager_retries(receiver):
+    r = receiver(queue_size=1, run_worker=False)  # the worker busy elsewhere: nothing leaves the queue
+    assert post(r.port, notification())[0] == 200
+    status, headers, _ = post(r.port, notification())
+    assert status == 503 and headers["Retry-After"]
+
+
+# --- the record -----------------------------------------------------------------------------------
+
+
+def test_repeats_of_one_alert_are_one_incident_and_its_resolution_is_recorded_not_acted_on(receiver):
+    r = receiver()
+    for _ in range(3):  # Alertmanager's repeat_interval, a retry, a group re-sent for another alert
+        assert post(r.port, notification())[0] == 200
+    (incident,) = r.settled(1, lambda i: i.repeats == 2)
+    assert incident.job_id == 77 and incident.suspect == {"host": "n2", "rank": 1}
+    assert incident.alert["fingerprint"] == "6a39be9d7731f3fb" and incident.alert["receiver"] == "dyno"
+
+    # The same alert firing again later is another firing: a new startsAt, a new incident.
+    assert post(r.port, notification(alert(starts_at="2026-12-02T02:00:00Z")))[0] == 200
+    r.settled(2)
+
+    assert post(r.port, notification(alert(status="resolved")))[0] == 200
+
+    def resolved_one() -> Optional[store.Incident]:
+        now = r.records.get(incident.id)
+        return now if now is not None and now.resolved_at is not None else None
+
+    resolved = wait_until(resolved_one, 10, what="the resolution recorded")
+    assert resolved.action == incident.action and len(r.incidents()) == 2
+    assert "resolved" in resolved.timeline[-1][1]
+    on_disk = json.loads((r.folder / incident.id / "incident.json").read_text())
+    assert on_disk["resolved_at"] == resolved.resolved_at and on_disk["repeats"] == 2
+
+    # A resolution of an alert never seen: nothing to record it on, and nothing made.
+    assert post(r.port, notification(alert(fingerprint="0000", status="resolved")))[0] == 200
+    wait_until(lambda: any("no incident of it" in line for line in r.log), 10, what="the unknown resolution")
+    assert len(r.incidents()) == 2
+
+
+def test_an_alert_for_a_job_that_is_gone_is_recorded_as_not_traced_saying_where_it_looked(receiver):
+    r = receiver()
+    assert post(r.port, notification())[0] == 200
+    (incident,) = r.settled(1)
+    assert incident.action.startswith("not traced: job 77 has no process on 127.0.0.1"), incident.action
+    assert "could not be asked" in incident.action and not incident.traced
+    assert any(line.startswith(f"incident {incident.id}: job 77: not traced") for line in r.log), r.log
+
+
+def test_the_rate_limit_and_an_alert_without_a_job(receiver):
+    r = receiver(limit="0/hour")
+    assert post(r.port, notification(alert(), alert(job="", fingerprint="ffff")))[0] == 200
+    found = {i.alert["fingerprint"]: i.action for i in r.settled(2)}
+    assert found == {
+        "6a39be9d7731f3fb": "not traced: rate limit (--max 0/hour)",
+        "ffff": "not traced: the alert names no job (a job_id, job or exported_job label)",
+    }
+
+
+def test_alerts_of_one_job_in_one_notification_share_one_incident(receiver):
+    r = receiver()
+    assert post(r.port, notification(alert(rank="1"), alert(rank="2", fingerprint="2222")))[0] == 200
+    (incident,) = r.settled(1)
+    assert [a["labels"]["rank"] for a in incident.also_alerted] == ["2"]
+    assert post(r.port, notification(alert(rank="2", fingerprint="2222")))[0] == 200  # a repeat of the second
+    r.settled(1, lambda i: i.repeats == 1)
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def respond(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    return subprocess.run([str(BIN / "dyno"), "respond", *args], capture_output=True, text=True, timeout=30)
+
+
+def test_the_command_refuses_an_open_listener_without_a_token_and_a_token_others_can_read(tmp_path: Path):
+    common = ("--hosts-from", "slurm", "--collect", str(tmp_path / "incidents"))
+    open_listener = respond("--listen", "0.0.0.0:0", *common)
+    assert open_listener.returncode == 2 and "needs --token-file" in open_listener.stderr
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o644)
+    loose = respond("--listen", "127.0.0.1:0", "--token-file", str(token), *common)
+    assert loose.returncode == 2 and f"run: chmod 600 {token}" in loose.stderr
+    token.write_text("  \n")
+    token.chmod(0o600)
+    empty = respond("--token-file", str(token), *common)
+    assert empty.returncode == 2 and "is empty" in empty.stderr
+    nowhere = respond("--hosts-from", "slurm")
+    assert nowhere.returncode == 2 and "$DYNO_INCIDENTS" in nowhere.stderr
+
+
+def test_the_command_serves_logs_each_notification_and_incident_and_dyno_incidents_reads_them(tmp_path: Path):
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")  # Alertmanager strips the file's whitespace: so does the receiver
+    token.chmod(0o600)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n")
+    folder = tmp_path / "incidents"
+    receiver = RespondProcess(
+        ["--hosts-from", f"file:{hostfile}", "--collect", str(folder), "--token-file", str(token)],
+        ["--timeout", "2"],
+    ).start()
+    try:
+        assert post(receiver.port, notification())[0] == 200
+        assert "notification firing, 1 alert(s): MsMonitorSlowestRank job 77 rank 1" in receiver.line(
+            "notification"
+        )
+        incident_line = receiver.line("incident ")
+        assert "job 77: not traced: job 77 has no process" in incident_line
+    finally:
+        status, rest = receiver.stop()
+    assert status == 0 and "stopping" in rest
+    (record,) = incident_files(folder)
+
+    env = {**os.environ, ENV: str(folder)}
+    listed = subprocess.run(
+        [str(BIN / "dyno"), "--json", "incidents", "--job", "77"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert listed.returncode == 0, listed.stderr
+    (doc,) = json.loads(listed.stdout)
+    assert doc == json.loads(record.read_text())
+    shown = subprocess.run(
+        [str(BIN / "dyno"), "incidents", "--from", str(folder), "show", doc["id"]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 0 and f"incident {doc['id']}" in shown.stdout and "not traced" in shown.stdout
+    other_job = subprocess.run(
+        [str(BIN / "dyno"), "incidents", "--from", str(folder), "--job-id", "78"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "No incidents in" in other_job.stdout and "for job 78" in other_job.stdout
