@@ -8,6 +8,9 @@ RANK and WORLD_SIZE from the environment); with ``--all-reduce`` each step then 
 and a stop told to any rank stops every rank after the same step (none waits for a peer gone).
 ``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work took
 (the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
+``--slow-file FILE`` adds one ``torch.sort`` (``aten::sort``) of ``--sort-size`` numbers to each step,
+on ``--slow-factor`` times more numbers while FILE exists: this process slows from outside, by a file
+anyone can touch, and says so (``slow from step S``, ``fast from step S``); without it, no sort.
 """
 
 import argparse
@@ -33,6 +36,11 @@ parser.add_argument("--process-group", metavar="URL", help="join torch.distribut
 parser.add_argument(
     "--all-reduce", action="store_true", help="all-reduce the loss each step (with --process-group)"
 )
+parser.add_argument(
+    "--slow-file", metavar="FILE", help="a sort each step, --slow-factor x bigger while FILE exists"
+)
+parser.add_argument("--slow-factor", type=int, default=8, help="how many times more the slow sort sorts")
+parser.add_argument("--sort-size", type=int, default=20_000, help="numbers the sort sorts when not slow")
 args = parser.parse_args()
 if args.process_group:  # RANK and WORLD_SIZE from the environment; returns once every rank joined
     import torch.distributed
@@ -57,6 +65,19 @@ torch.set_num_threads(1)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(256, 64), torch.randn(256, 1)
+if args.slow_file:
+    fast, slow = torch.randn(args.sort_size), torch.randn(args.sort_size * args.slow_factor)
+was_slow = False
+
+
+def sort_step(step):
+    """The --slow-file operator: sorts the slow data while the file exists, saying when that changes."""
+    global was_slow
+    is_slow = os.path.exists(args.slow_file)
+    if is_slow != was_slow:
+        print(f"{'slow' if is_slow else 'fast'} from step {step}", flush=True)
+        was_slow = is_slow
+    torch.sort(slow if is_slow else fast)
 
 
 def train_step():
@@ -77,6 +98,8 @@ for step in range(args.max_steps):
     begin = time.monotonic()
     if record is not None:
         started = time.time()
+    if args.slow_file:
+        sort_step(step)
     train_step()
     if record is not None:
         record.append((started, time.monotonic() - begin))
