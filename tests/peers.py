@@ -18,10 +18,11 @@ import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Sequence
+from typing import Callable, Iterator, List, Sequence, Set
 
 import pytest
 
+import engines
 from harness import REPO, Daemon, Workload, read_line_until
 
 PEERS = REPO / ".peers"
@@ -258,15 +259,108 @@ MINDIE_ANALYSER_PEER = Peer(
     "set MINDIE_ANALYSER_SOURCE (an msserviceprofiler checkout) and MINDIE_ANALYSER_PYTHON",
     opt_in=True,
 )
-FETCHED = (MSSERVICEPROFILER_PEER, TORCH_NPU_PEER, MSPROF_ANALYZE_PEER, MINDSPORE_PEER)  # by `make peers`
+
+
+class NotMade(Exception):
+    """The set-up step cannot make a peer on this machine; the message says how a person can."""
+
+
+# Prometheus and Alertmanager as Debian ships them (tests/engines.py): system packages, installed by the
+# set-up step with apt-get when it runs as root; anyone else is told the command.
+ALERTING_PACKAGES = ("prometheus", "prometheus-alertmanager")
+APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends", *ALERTING_PACKAGES)
+ALERTING_FILES = (engines.PROMETHEUS, engines.ALERTMANAGER, engines.AM_TEMPLATES)
+# invoke-rc.d asks this script whether a package's scripts may start its service: 101 says no.
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+# apt-get install's words when its package lists are missing or stale: then, and only then, update them.
+STALE_LISTS = ("Unable to locate package", "has no installation candidate", "404  Not Found")
+
+
+def alerting_engines_made() -> bool:
+    return all(path.exists() for path in ALERTING_FILES)
+
+
+def install_alerting_engines() -> Path:
+    """Debian's prometheus and prometheus-alertmanager, installed (as root) without starting either."""
+    if not alerting_engines_made():
+        if os.geteuid() != 0:
+            raise NotMade(f"not root: run `{' '.join(APT_INSTALL)}` as root")
+        running = engine_processes()
+        with services_kept_down():
+            if any(words in apt(APT_INSTALL).stderr for words in STALE_LISTS):
+                apt(("apt-get", "update"), check=True)
+                apt(APT_INSTALL, check=True)
+        started = engine_processes() - running
+        if started:  # a package's scripts started one despite policy-rc.d: say so rather than leave it
+            raise NotMade(f"installing {ALERTING_PACKAGES} started processes {sorted(started)}: stop them")
+    if not alerting_engines_made():
+        raise NotMade(f"`{' '.join(APT_INSTALL)}` left {[str(p) for p in ALERTING_FILES if not p.exists()]}")
+    return engines.PROMETHEUS.parent
+
+
+def apt(command: Sequence[str], check: bool = False) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    if check and result.returncode != 0:
+        raise NotMade(f"`{' '.join(command)}` exited {result.returncode}: {result.stderr.strip()}")
+    return result
+
+
+@contextlib.contextmanager
+def services_kept_down() -> Iterator[None]:
+    """While inside, invoke-rc.d starts no service (as in a container image); the host's own
+    policy-rc.d, if any, is put back afterwards."""
+    saved = POLICY_RC_D.with_name(POLICY_RC_D.name + ".msmonitor-saved")
+    if POLICY_RC_D.exists():
+        POLICY_RC_D.rename(saved)
+    try:
+        POLICY_RC_D.write_text(
+            "#!/bin/sh\n# msMonitor's tests/peers.py: no service starts while it installs\nexit 101\n"
+        )
+        POLICY_RC_D.chmod(0o755)
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
+        if saved.exists():
+            saved.rename(POLICY_RC_D)
+
+
+def engine_processes() -> Set[int]:
+    """Processes running either engine's binary."""
+    found = set()
+    for exe in Path("/proc").glob("[0-9]*/exe"):
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(exe)) in ALERTING_FILES:
+                found.add(int(exe.parent.name))
+    return found
+
+
+ALERTING_ENGINES = Peer(
+    "Prometheus and Alertmanager (Debian's packages)",
+    alerting_engines_made,
+    lambda: engines.PROMETHEUS.parent,
+    install_alerting_engines,
+    f"run `{FETCH}` as root, or `{' '.join(APT_INSTALL)}`",
+)
+# By `make peers`, in this order.
+FETCHED = (MSSERVICEPROFILER_PEER, TORCH_NPU_PEER, MSPROF_ANALYZE_PEER, MINDSPORE_PEER, ALERTING_ENGINES)
 
 
 def fetch_all() -> None:
     """Every peer the suite runs against, made now: the set-up step (``make peers``, which ``make test``
-    runs first), so that no test downloads. Each is made once and reused."""
+    runs first), so that no test downloads. Each is made once and reused; one this machine cannot make
+    (the engines, where the step is not root) is one line saying how, and the tests that need it skip."""
     for peer in FETCHED:
         print(f"peers: {peer.name} ...", flush=True)
-        print(f"peers: {peer.name}: {peer.make()}", flush=True)
+        try:
+            print(f"peers: {peer.name}: {peer.make()}", flush=True)
+        except NotMade as exc:
+            print(f"peers: {peer.name}: not made: {exc}", flush=True)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from cloudcoil.models.prometheus_operator.v1 import ServiceMonitor
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import engines
 from dynolog.config import DaemonConfig, expand_flagfiles, parse_args
 from dynolog.incidents import default_trace_dir
 from dynolog.sinks import ProcessLabels
@@ -37,6 +38,7 @@ from msmonitor_plugin import identity
 from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.monitor.report import VERSION as REPORT_VERSION
 from msmonitor_plugin.monitor.report import Report
+from peers import ALERTING_ENGINES, need
 
 DEPLOY = REPO / "deploy"
 KUBE = DEPLOY / "kubernetes"
@@ -708,6 +710,95 @@ def test_the_dashboard_asks_only_for_series_a_real_daemon_exports(exported: Dict
         assert label in exported[found], f"variable {name}: {found} has no label {label}"
     # Every series of the exporter has a panel (the daemon's own report counts aside).
     assert {n for n in exported if n.startswith("msmonitor_")} <= used
+
+
+# --- Prometheus and Alertmanager: the rules and the route, checked by the engines' own tools ----------
+
+
+def engine_tool(tool: Path, *args: str) -> str:
+    need(ALERTING_ENGINES)
+    return run([str(tool), *args]).stdout
+
+
+def test_promtool_passes_the_rules_and_a_prometheus_yml_made_of_deploys_files(tmp_path: Path) -> None:
+    assert "SUCCESS: 2 rules found" in engine_tool(engines.PROMTOOL, "check", "rules", str(engines.RULES))
+    # The bare-metal scrape job: Debian builds Prometheus without Kubernetes discovery ("field
+    # kubernetes_sd_configs not found in type config.ScrapeConfig"), so its promtool refuses the other.
+    jobs = [
+        j
+        for j in yaml.safe_load(SCRAPE_CONFIG.read_text())["scrape_configs"]
+        if j["job_name"] == engines.NODES_JOB
+    ]
+    config = {"scrape_configs": jobs, "rule_files": [str(engines.RULES)]}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    engine_tool(engines.PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml"))
+
+
+def test_amtool_passes_the_route(tmp_path: Path) -> None:
+    out = engine_tool(engines.AMTOOL, "check-config", str(engines.ROUTE))
+    assert "SUCCESS" in out and " - 2 receivers" in out, out
+
+
+def slowest_rank_series(per_call_s: Dict[Tuple[int, str], float]) -> List[Dict[str, str]]:
+    """A job as three daemons export it: rank r's name n taking per_call_s[(r, n)] a call, 50 calls an
+    interval, in 0.5 s of that kind's time besides."""
+    series = []
+    for (rank, name), per_call in per_call_s.items():
+        labels = f'host="n{rank}",job="77",rank="{rank}",device="-1",kind="Kernel",instance="n{rank}:9464"'
+        series += [
+            {"series": f'msmonitor_top_records{{{labels},name="{name}"}}', "values": "50x10"},
+            {
+                "series": f'msmonitor_top_duration_seconds{{{labels},name="{name}"}}',
+                "values": f"{50 * per_call}x10",
+            },
+        ]
+    for rank in {rank for rank, _ in per_call_s}:
+        labels = f'host="n{rank}",job="77",rank="{rank}",device="-1",kind="Kernel",instance="n{rank}:9464"'
+        kind_s = 0.5 + sum(50 * t for (r, _), t in per_call_s.items() if r == rank)
+        series.append(
+            {"series": f"msmonitor_interval_duration_seconds{{{labels}}}", "values": f"{kind_s}x10"}
+        )
+    return series
+
+
+def test_the_slowest_rank_alert_fires_after_five_minutes_naming_the_job_and_the_rank(tmp_path: Path) -> None:
+    """promtool's rule unit test: rank 1 of three, its sort 7 times slower than the median, fires with the
+    job_id and rank labels deploy/alertmanager groups by and `dyno respond` reads; its two peers do not,
+    nor does rank 0's aten::t, 3 times slower but a few microseconds a call: no finding; nor rank 0's
+    longest wait in gloo's all-reduce: a rank that waits is not the slow one."""
+    alert = "MsMonitorSlowestRank"
+    fired = {
+        "exp_labels": {
+            **{"host": "n1", "job": "77", "rank": "1", "instance": "n1:9464"},
+            **{"severity": "warning", "job_id": "77"},
+        },
+        "exp_annotations": {
+            "summary": "rank 1 of job 77 is the slow one",
+            "description": "On n1, rank 1 spends 7.3 times the median of the job's ranks per call of one of "
+            "its top names, and that costs it 5 % or more of its time. Its trace beside the other ranks' "
+            "says which: dyno respond traces them all (docs/respond.md), or dyno --hosts <the job's "
+            "nodes> nputrace --job-id 77 ...",
+        },
+    }
+    sort = {(0, "aten::sort"): 0.001, (1, "aten::sort"): 0.008, (2, "aten::sort"): 0.0011}
+    small = {(0, "aten::t"): 3e-6, (1, "aten::t"): 1e-6, (2, "aten::t"): 1e-6}
+    waits = {(0, "gloo:all_reduce"): 0.006, (1, "gloo:all_reduce"): 0.001, (2, "gloo:all_reduce"): 0.002}
+    unit = {
+        "rule_files": [str(engines.RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": slowest_rank_series({**sort, **small, **waits}),
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": alert, "exp_alerts": []},  # pending: not yet 5 min
+                    {"eval_time": "6m", "alertname": alert, "exp_alerts": [fired]},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "unit.yml").write_text(yaml.safe_dump(unit))
+    assert "SUCCESS" in engine_tool(engines.PROMTOOL, "test", "rules", str(tmp_path / "unit.yml"))
 
 
 # --- Slurm ------------------------------------------------------------------------------------------
