@@ -131,6 +131,7 @@ def test_alertmanagers_measured_body_reads_as_its_alerts():
     [
         (b"{not json", "not JSON"),
         (b"[]", "expected an object"),
+        (b"[" * 200_000, "nested too deep"),
         (json.dumps({**MEASURED, "version": "3"}).encode(), "version '3'"),
         (json.dumps({**MEASURED, "alerts": {}}).encode(), "alerts: expected a list"),
         (

@@ -93,6 +93,8 @@ def parse(body: bytes) -> Notification:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadPayload(f"not JSON: {exc}") from None
+    except RecursionError:  # arrays in arrays, a few hundred thousand deep, fit in a small body
+        raise BadPayload("nested too deep to be a notification") from None
     doc = _object(data, "the body")
     if doc.get("version") != VERSION:
         raise BadPayload(f"version {doc.get('version')!r}: only Alertmanager's webhook version 4 is read")
