@@ -89,9 +89,13 @@ def receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
         records = store.JobIncidentStore(str(folder))
         log: List[str] = []
         worker = responder.Responder(Target(timeout=2.0), settings, records, log.append, queue_size)
-        server = webhook.Webhook(
-            ("127.0.0.1", 0), token.encode() if token else None, 4096, worker.submit, log.append
-        )
+        token_file = None
+        if token is not None:
+            path = tmp_path / f"token{len(started)}"
+            path.write_text(token + "\n")
+            path.chmod(0o600)
+            token_file = webhook.TokenFile(str(path), log.append)
+        server = webhook.Webhook(("127.0.0.1", 0), token_file, 4096, worker.submit, log.append)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         if run_worker:
             worker.start()
@@ -166,6 +170,18 @@ def test_without_the_bearer_token_nothing_is_queued(receiver):
     assert r.incidents() == [] and all(" 401 (" in line for line in r.log), r.log
     assert post(r.port, notification())[0] == 200
     r.settled(1)
+
+
+def test_a_rotated_token_is_read_again_and_a_bad_rotation_keeps_the_last_good_one(receiver):
+    r = receiver()
+    assert r.server.token is not None
+    path = Path(r.server.token.path)
+    path.write_text("n3w\n")  # as Alertmanager's credentials_file is rotated: no restart on either side
+    assert post(r.port, notification(), token=TOKEN)[0] == 401
+    assert post(r.port, notification(), token="n3w")[0] == 200
+    path.write_text("")  # half written
+    assert post(r.port, notification(), token="n3w")[0] == 200
+    assert any("is empty" in line and "the token read before stays in use" in line for line in r.log), r.log
 
 
 def raw_request(port: int, head: str) -> str:

@@ -91,7 +91,7 @@ def run(target: Target, args: Namespace) -> None:
             f"--listen {args.listen}: plain HTTP beyond loopback, the token unencrypted on the wire: keep "
             "Alertmanager on a trusted network, or put a TLS proxy in front"
         )
-    token = webhook.read_token(args.token_file) if args.token_file else None
+    token = webhook.TokenFile(args.token_file, _log) if args.token_file else None
     folder = store.folder_from(args.collect, "--collect")
     if target.tls:  # a bad --certs-dir is a usage error now, not every incident's
         from ..connection import credentials

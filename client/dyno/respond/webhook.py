@@ -13,6 +13,7 @@ import hmac
 import json
 import os
 import stat
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, Optional, Tuple
 
@@ -53,13 +54,44 @@ def read_token(path: str) -> bytes:
     return token
 
 
+class TokenFile:
+    """The bearer token of ``--token-file``, read again whenever the file changes: Alertmanager reads its
+    ``credentials_file`` on every request, so a rotated token needs no restart on either side. A change
+    that leaves the file unusable (half written, readable by others) keeps the token it had, logged,
+    until the file is right again: the tokens Alertmanager sends meanwhile are not refused for it."""
+
+    def __init__(self, path: str, log: Log) -> None:
+        self.path, self.log = path, log
+        self._lock = threading.Lock()
+        self._stamp = self._read_stamp()
+        self._token = read_token(path)  # a bad file is refused at start
+
+    def current(self) -> bytes:
+        with self._lock:
+            stamp = self._read_stamp()
+            if stamp != self._stamp:
+                try:
+                    self._token = read_token(self.path)
+                    self._stamp = stamp
+                except CliError as exc:  # looked at again on the next request
+                    self.log(f"{exc}: the token read before stays in use")
+            return self._token
+
+    def _read_stamp(self) -> Tuple[int, int, int]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return (0, 0, 0)  # gone for a moment (replaced by a rename): read_token says why
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class Webhook(ThreadingHTTPServer):
     """The server; each request on a thread of its own, none of which outlives its request."""
 
     daemon_threads = True
 
     def __init__(
-        self, address: Tuple[str, int], token: Optional[bytes], max_body: int, submit: Submit, log: Log
+        self, address: Tuple[str, int], token: Optional[TokenFile], max_body: int, submit: Submit, log: Log
     ) -> None:
         self.token, self.max_body, self.submit, self.log = token, max_body, submit, log
         super().__init__(address, _Handler)
@@ -106,9 +138,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unauthorised(self) -> str:
         """Why the request may not pass, or "" when it may."""
-        expected = self.server.token
-        if expected is None:
+        if self.server.token is None:
             return ""
+        expected = self.server.token.current()
         scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not presented:
             return "no bearer token"
