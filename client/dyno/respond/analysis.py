@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ ANALYSE_TIMEOUT_S = 120.0
 COLLECTIVE = re.compile(r"^(c10d::|gloo:|nccl:|ncclKernel|hccl|record_param_comms)", re.IGNORECASE)
 STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 TOP_COLLECTIVES = 5
+STANDS_OUT = 1.25  # the slowest rank's compute over the median's below this: noise (the alert rule's ratio)
 HTA, CPU, NONE = "hta-stragglers", "cpu-collectives", "none"
 
 
@@ -94,11 +96,18 @@ def _analysis(traces_dir: str) -> Analysis:
     per_rank = list(figures)
     found = Analysis(CPU, ranks, None, per_rank)
     if per_rank:
-        found.slowest_rank = max(per_rank, key=lambda f: f.compute_ms).rank
+        slowest = max(per_rank, key=lambda f: f.compute_ms)
+        found.slowest_rank = slowest.rank
+        median = statistics.median(f.compute_ms for f in per_rank)
+        if len(per_rank) > 1 and slowest.compute_ms < STANDS_OUT * median:
+            found.note = (
+                f"no rank stands out: the slowest's compute ({slowest.compute_ms:.1f} ms a step) is within "
+                f"{STANDS_OUT - 1:.0%} of the median's ({median:.1f} ms)"
+            )
     if any(_on_gpu(trace.get_trace(r), names) for r in ranks):
         try:
             found.slowest_rank = int(analysis.get_potential_stragglers(num_candidates=1)[0])
-            found.method = HTA
+            found.method, found.note = HTA, ""  # HTA's own measure: the CPU one's note is not its
         except Exception as exc:  # HTA's straggler analysis has its own needs: say why, keep ours
             found.note = f"HTA's straggler analysis failed ({exc}); the CPU measure is shown"
     if found.slowest_rank is not None:
