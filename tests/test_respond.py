@@ -1,6 +1,6 @@
 """`dyno respond` end to end: an alert POSTed as Alertmanager sends it becomes one incident in which every
 rank of the job was traced at the same steps, collected as HolisticTraceAnalysis reads a job, and
-analysed.
+analysed: the rank slowed from outside is the one named.
 
 Three daemons on 127.0.0.2-4 (as tests/test_fanout.py's cluster: mutual TLS, a server certificate each),
 one real three-rank PyTorch job in one gloo group that all-reduces every step (``train.py
@@ -30,17 +30,20 @@ JOB = "77"
 HOSTS = (A, B, C)
 ITERATIONS = 3
 STEP_MS = 20
+SLOW = 1  # the rank that holds the others back
 
 
 @pytest.fixture
 def job(tmp_path: Path) -> Iterator[Cluster]:
-    """The cluster, with rank R of the job behind HOSTS[R], every rank registered."""
+    """The cluster, with rank R of the job behind HOSTS[R], every rank registered; rank SLOW slowed
+    (its --slow-file there: a sort each step, eight times bigger)."""
     ca = cf.authority()
     client = cf.certs_dir(tmp_path / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator"))
     cluster = Cluster(tmp_path, ca, client)
     try:
         for address in HOSTS:
             cluster.start(address)
+        (tmp_path / f"slow{SLOW}").touch()
         group = [
             "--process-group",
             f"file://{tmp_path / 'rendezvous'}",
@@ -54,7 +57,8 @@ def job(tmp_path: Path) -> Iterator[Cluster]:
                 **cluster.daemons[HOSTS[rank]].plugin_env(),
                 **{"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": "3", "MSMONITOR_JOB_ID": JOB},
             }
-            workload = cluster.jobs[HOSTS[rank]] = Workload("train.py", env, args=group)
+            slow = ["--slow-file", str(tmp_path / f"slow{rank}")]
+            workload = cluster.jobs[HOSTS[rank]] = Workload("train.py", env, args=[*group, *slow])
             return workload.start()
 
         with ThreadPoolExecutor(3) as pool:  # each rank waits in the rendezvous for the others
@@ -159,7 +163,12 @@ def test_an_alert_traces_every_rank_at_the_same_steps_and_records_one_incident(j
     assert record["hta_ranks"] == [0, 1, 2] and analysis["method"] == "cpu-collectives", analysis
     assert [f["rank"] for f in analysis["per_rank"]] == [0, 1, 2]
     assert all(f["steps"] == ITERATIONS and f["collective_ms"] > 0 for f in analysis["per_rank"]), analysis
-    assert analysis["slowest_rank"] in (0, 1, 2) and analysis["collectives"], analysis
+    # The slow rank computes longest; the others wait for it in the all-reduce.
+    figures = {f["rank"]: f for f in analysis["per_rank"]}
+    assert analysis["slowest_rank"] == SLOW and analysis["note"] == "", analysis
+    assert all(figures[SLOW]["collective_ms"] < figures[r]["collective_ms"] for r in (0, 2)), analysis
+    assert {c["rank"] for c in analysis["collectives"]} == {SLOW}, analysis
+    assert any(c["name"].startswith(("gloo:", "c10d::")) for c in analysis["collectives"]), analysis
 
     received = timeline(record, "alert received")
     sent, collected = timeline(record, "trace sent"), timeline(record, "collected")
