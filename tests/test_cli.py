@@ -126,7 +126,7 @@ COMMAND_MODULES = ",".join(
     f"dyno.commands.{name}"
     for name in (
         *("status", "version", "processes", "nputrace", "gputrace", "trace", "dynamic", "npu_monitor"),
-        *("incidents", "service", "certs"),
+        *("incidents", "service", "certs", "respond"),
     )
 )
 
