@@ -26,7 +26,7 @@ import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Sequence
 
 import pytest
 
@@ -49,14 +49,16 @@ class Cluster:
     daemons: Dict[str, Daemon] = field(default_factory=dict)
     jobs: Dict[str, Workload] = field(default_factory=dict)
 
-    def start(self, address: str, ca: Any = None, own_port: bool = False) -> Daemon:
+    def start(
+        self, address: str, ca: Any = None, own_port: bool = False, extra: Sequence[str] = ()
+    ) -> Daemon:
         """A daemon on *address* (the cluster's port, or one the OS gives it) with a server certificate
-        naming that address."""
+        naming that address, and the flags *extra*."""
         issuer = ca or self.ca
         name = f"{address}-own-port" if own_port else address
         server = cf.leaf(issuer, Role.SERVER, address, hosts=(address,))
         certs = cf.certs_dir(self.workdir / name / "server", Role.SERVER, issuer, server)
-        args = ["--listen-address", address, "--certs-dir", str(certs), "--process-keepalive-s", "3"]
+        args = ["--listen-address", address, "--certs-dir", str(certs), "--process-keepalive-s", "3", *extra]
         daemon = Daemon(self.workdir / name, [*args, "--port", str(0 if own_port else self.port)]).start()
         self.port = self.port or daemon.port
         self.daemons[name] = daemon
