@@ -290,6 +290,32 @@ def test_alerts_of_one_job_in_one_notification_share_one_incident(receiver):
     r.settled(1, lambda i: i.repeats == 1)
 
 
+def test_an_alert_of_a_job_that_began_during_its_last_capture_is_recorded_on_that_incident(receiver):
+    """Another rank (or name) of the same straggler, or a paused rank's held figures, must not trace the
+    job again: the capture that was running saw it. One that began after the capture is a new incident."""
+    r = receiver()
+    captured = store.Incident(
+        id="20261202T010353Z-job77-11111111",
+        at=alerts.epoch(STARTS_AT) or 0.0,
+        job_id=77,
+        action="traced",
+        alert={"fingerprint": "1111"},
+        ended_at=(alerts.epoch(STARTS_AT) or 0.0) + 10,
+    )
+    r.records.add(captured, ("1111", STARTS_AT))
+    during = "2026-12-02T01:03:55.5Z"  # 3 s after STARTS_AT, before the capture ended
+    assert post(r.port, notification(alert(rank="2", fingerprint="2222", starts_at=during)))[0] == 200
+    wait_until(lambda: r.records.get(captured.id).also_alerted, 10, what="the alert recorded on the capture")
+    assert [i.id for i in r.incidents()] == [captured.id]
+    assert any(line.endswith("also alerted: MsMonitorSlowestRank rank 2") for line in r.log), r.log
+    assert post(r.port, notification(alert(rank="2", fingerprint="2222", starts_at=during)))[0] == 200
+    wait_until(lambda: r.records.get(captured.id).repeats == 1, 10, what="its repeat counted there")
+
+    after = "2026-12-02T01:05:00Z"
+    assert post(r.port, notification(alert(rank="2", fingerprint="2222", starts_at=after)))[0] == 200
+    assert len(r.settled(2)) == 2
+
+
 # --- the command --------------------------------------------------------------------------------
 
 

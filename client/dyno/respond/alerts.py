@@ -9,7 +9,9 @@ notification of it, and every repeat, carry the same two.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 VERSION = "4"
@@ -44,6 +46,11 @@ class Alert:
     def key(self) -> Tuple[str, str]:
         """One firing of one alert: repeats and its resolution share it."""
         return self.fingerprint, self.starts_at
+
+    @property
+    def started(self) -> Optional[float]:
+        """``startsAt`` in seconds since the epoch; None when it is not RFC 3339 as Alertmanager writes it."""
+        return epoch(self.starts_at)
 
     @property
     def job_id(self) -> Optional[int]:
@@ -85,6 +92,19 @@ class Notification:
         shown = ", ".join(_alert_words(a) for a in self.alerts[:3])
         more = f" and {len(self.alerts) - 3} more" if len(self.alerts) > 3 else ""
         return f"{self.status}, {len(self.alerts)} alert(s): {shown}{more}"
+
+
+# Go's RFC 3339 with nanoseconds, which datetime.fromisoformat reads only from Python 3.11.
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
+
+
+def epoch(stamp: str) -> Optional[float]:
+    match = _RFC3339.fullmatch(stamp)
+    if match is None:
+        return None
+    whole, fraction, zone = match.groups()
+    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
+    return seconds + float("0." + (fraction or "0"))
 
 
 def parse(body: bytes) -> Notification:

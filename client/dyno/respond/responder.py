@@ -2,13 +2,14 @@
 
 Per alert: a resolved one is recorded on its incident, nothing sent. A firing one already recorded
 (the same fingerprint and startsAt: Alertmanager's repeat, retry, or a group re-sent because another
-alert changed) counts as a repeat. A new one becomes an incident, and the new alerts of one job in
-one notification share it (one capture serves them all). Then, in order, each reason not to trace is
-recorded as the incident's action: no job id in its labels, the rate limit (``--max``), a job with no
-process left where ``--hosts-from`` points. Otherwise the job is traced at one start step on every
-rank, the rank set collected, the record written, the set analysed, the record written again. With
-``--dry-run`` everything up to the trace is done (hosts, processes, start step, the request) and the
-request recorded, not sent.
+alert changed) counts as a repeat. A new one that began firing before its job's last capture ended is
+recorded on that capture's incident (the capture saw it). Any other new one becomes an incident, and
+the new alerts of one job in one notification share it (one capture serves them all). Then, in order,
+each reason not to trace is recorded as the incident's action: no job id in its labels, the rate limit
+(``--max``), a job with no process left where ``--hosts-from`` points. Otherwise the job is traced at
+one start step on every rank, the rank set collected, the record written, the set analysed, the record
+written again. With ``--dry-run`` everything up to the trace is done (hosts, processes, start step, the
+request) and the request recorded, not sent.
 """
 
 from __future__ import annotations
@@ -112,11 +113,32 @@ class Responder:
                 known.repeats += 1
                 self.store.update(known)
                 continue
+            if self._joined(alert):
+                continue
             by_job.setdefault(alert.job_id, []).append(alert)
         for job_id, alerts in by_job.items():
             groups = [[a] for a in alerts] if job_id is None else [alerts]  # no job: nothing to share
             for group in groups:
                 self._respond(group, notification)
+
+    def _joined(self, alert: Alert) -> bool:
+        """An alert of a job whose last capture it began before the end of: that capture saw its slowdown
+        (another rank or name of the same straggler, or a rank's figures held while its monitor paused
+        for the trace). It is recorded on that incident, not traced again."""
+        if alert.job_id is None:
+            return False
+        latest = self.store.list(alert.job_id, limit=1)
+        if not latest or not latest[0].traced:
+            return False
+        episode, started = latest[0], alert.started
+        if started is None or episode.ended_at is None or started > episode.ended_at:
+            return False
+        episode.also_alerted.append(alert.to_json())
+        episode.note(f"also alerted, during its capture: {alert.name} rank {_rank(alert)}")
+        self.store.attach(alert.key, episode.id)
+        self.store.update(episode)
+        self.log(f"incident {episode.id}: also alerted: {alert.name} rank {_rank(alert)}")
+        return True
 
     def _resolved(self, alert: Alert) -> None:
         incident = self.store.find(alert.key)
@@ -153,6 +175,7 @@ class Responder:
             incident.action = f"{NOT_TRACED}: {type(exc).__name__}: {exc}"
             self.log(f"incident {incident.id}: {traceback.format_exc()}")
         incident.note(incident.action)
+        incident.ended_at = time.time()
         self.store.update(incident)
         took = time.monotonic() - began
         self.log(f"incident {incident.id}: job {incident.job_id}: {_outcome(incident)} ({took:.1f}s)")

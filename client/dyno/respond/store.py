@@ -76,6 +76,7 @@ class Incident:
     ranks: List[Dict[str, Any]] = field(default_factory=list)
     analysis: Optional[Dict[str, Any]] = None
     request: Optional[Dict[str, Any]] = None  # the trace request, as sent (or, in a dry run, not)
+    ended_at: Optional[float] = None  # when its capture (or the decision not to) was over
     resolved_at: Optional[float] = None
     repeats: int = 0
     timeline: List[Tuple[float, str]] = field(default_factory=list)
