@@ -88,3 +88,21 @@ def test_the_backlog_is_handled_before_anything_decides_on_it(served, tmp_path: 
         sender.close()
     wait_until(lambda: seen, what="the sweep's turn")
     assert seen == [DATAGRAMS]
+
+
+def test_a_marker_runs_after_every_datagram_queued_before_it(served, tmp_path: Path) -> None:
+    """What an exited process sent is handled before the daemon forgets it (dispatch's pidfd news)."""
+    endpoint, loop, handled = served
+    release = busy(loop)
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sender.settimeout(10)
+    seen: List[int] = []
+    try:
+        for n in range(DATAGRAMS):
+            sender.sendto(b"%d" % n, endpoint.address)
+        endpoint.after_queued(lambda: seen.append(len(handled)))
+    finally:
+        release.set()
+        sender.close()
+    wait_until(lambda: seen, what="the marker's turn")
+    assert seen == [DATAGRAMS]

@@ -257,18 +257,3 @@ def _child_running(parent: int, needle: str) -> int:
             return int(entry)
     return 0
 
-
-def test_what_an_exited_process_sent_before_it_exited_is_late_not_a_new_process() -> None:
-    """Its last datagrams may be read after the pidfd's news: dropped, not malformed, and no re-registering;
-    a pid given to a new process is that process's again."""
-    from dynolog.ipc import Sender
-    from dynolog.registry import ClientKind, Registry
-
-    registry = Registry(60.0)
-    gone, alive = 3_200_001, os.getpid()  # no such process; this one
-    for pid in (gone, alive):
-        registry.touch(Sender(b"\0late-test\0", pid, 0), pid, ClientKind.PLUGIN)
-        assert registry.exited(pid) is not None
-    assert registry.is_late(gone)
-    assert not registry.is_late(alive)  # running again: the pid was reused
-    assert not registry.is_late(3_200_002)  # never registered

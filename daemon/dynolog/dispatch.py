@@ -4,6 +4,7 @@ registry and the adapter of the client that sent it; replies leave through the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -66,9 +67,6 @@ class IpcDispatcher:
     def dispatch(self, endpoint: IpcEndpoint, data: bytes, sender: Sender) -> None:
         if sender.uid not in self._allowed_uids or self.node.registry.is_orphan(sender.pid):
             self.counters.rejected_senders += 1
-            return
-        if self.node.registry.is_late(sender.pid):  # well formed, sent before its process exited: dropped
-            self.counters.handled += 1
             return
         try:
             datagram = wire.decode(data)
@@ -192,7 +190,21 @@ class IpcDispatcher:
         return record
 
     def _exited(self, host_pid: int) -> None:
-        """The kernel said the process exited (SIGKILL and SIGTERM included): forget it now."""
+        """The kernel said the process exited (SIGKILL and SIGTERM included): forget it once what it
+        sent before exiting, still queued on any socket, is handled (its last report, its goodbye)."""
+        waiting = set(self.endpoints)
+
+        def flushed(endpoint: IpcEndpoint) -> None:
+            waiting.discard(endpoint)
+            if not waiting:
+                self._forget_exited(host_pid)
+
+        if not waiting:
+            self._forget_exited(host_pid)
+        for endpoint in self.endpoints:
+            endpoint.after_queued(functools.partial(flushed, endpoint))
+
+    def _forget_exited(self, host_pid: int) -> None:
         record = self.node.registry.exited(host_pid)
         if record is not None:
             log.info("process %d exited (job %d, rank %d)", host_pid, record.job_id, record.rank)

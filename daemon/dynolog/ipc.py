@@ -24,7 +24,7 @@ import socket
 import stat
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, Optional, Tuple, Union
 
 from msmonitor_plugin import wire
 
@@ -37,6 +37,9 @@ _BATCH = 32
 # until the loop catches up. A thousand processes' heartbeats of 10 s; at most 1 GiB of the largest.
 MAX_BACKLOG = 16_384
 Received = Tuple[bytes, List[Tuple[int, int, bytes]], int, Any]  # recvmsg's data, ancdata, flags, address
+# Run on the loop once every datagram queued before it was asked for is handled (:meth:`after_queued`).
+Marker = Callable[[], None]
+_CLOSE, _FLUSH = b"x", b"f"  # what the wake pipe tells the reader
 
 
 @dataclass(frozen=True)
@@ -87,11 +90,12 @@ class IpcEndpoint:
         self._counters = counters
         self._sock: Optional[socket.socket] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._backlog: Deque[Received] = collections.deque()
+        self._backlog: Deque[Union[Received, Marker]] = collections.deque()
+        self._markers: List[Marker] = []  # asked for, placed in the backlog by the reader (under _lock)
         self._room = threading.Event()  # set while the backlog has room for more
         self._lock = threading.Lock()  # for _scheduled, shared by the reader and the loop
         self._scheduled = False  # whether the loop has a turn of handle_backlog coming
-        self._wake: Tuple[int, int] = (-1, -1)  # a pipe that tells the reader to end
+        self._wake: Tuple[int, int] = (-1, -1)  # a pipe that tells the reader to end, or to flush
         self._reader: Optional[threading.Thread] = None
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -134,10 +138,19 @@ class IpcEndpoint:
         self._counters.replied += 1
         return True
 
+    def after_queued(self, marker: Marker) -> None:
+        """Run *marker* on the loop after every datagram the socket holds now: a process that has exited
+        sends nothing more, so what it sent is all handled before the marker forgets it."""
+        if self._sock is None:
+            return
+        with self._lock:
+            self._markers.append(marker)
+        os.write(self._wake[1], _FLUSH)
+
     def close(self) -> None:
         if self._sock is None:
             return
-        os.write(self._wake[1], b"x")
+        os.write(self._wake[1], _CLOSE)
         self._room.set()
         if self._reader is not None:
             self._reader.join()
@@ -160,7 +173,8 @@ class IpcEndpoint:
         poller.register(self._wake[0], select.POLLIN)
         while True:
             self._room.wait()
-            if any(fd == self._wake[0] for fd, _ in poller.poll()):
+            woken = any(fd == self._wake[0] for fd, _ in poller.poll())
+            if woken and _CLOSE in os.read(self._wake[0], 512):
                 return
             self._receive()
 
@@ -178,6 +192,8 @@ class IpcEndpoint:
         else:
             self._room.clear()  # the loop sets it again once it handled some
         with self._lock:
+            self._backlog.extend(self._markers)  # behind what was read: all that was queued when asked
+            self._markers.clear()
             if self._scheduled or not self._backlog:
                 return
             self._scheduled = True
@@ -203,11 +219,14 @@ class IpcEndpoint:
     def _handle(self, most: int) -> None:
         for _ in range(most):
             try:
-                data, ancdata, flags, address = self._backlog.popleft()
+                item = self._backlog.popleft()
             except IndexError:
                 break
             self._room.set()
-            self._dispatch(data, ancdata, flags, address)
+            if callable(item):
+                item()
+            else:
+                self._dispatch(*item)
 
     def _dispatch(self, data: bytes, ancdata: List[Tuple[int, int, bytes]], flags: int, address: Any) -> None:
         self._counters.received += 1

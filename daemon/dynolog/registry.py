@@ -86,21 +86,8 @@ class ProcessRecord:
         return pulled_by in self.clients
 
 
-EXITS_KEPT = 4096  # a node's worth of exits whose last datagrams may still be queued
-
-
 def _alive(host_pid: int) -> bool:
     return os.path.exists(f"/proc/{host_pid}")
-
-
-def _running(host_pid: int) -> bool:
-    """Alive and not a zombie: a process that exited stays in /proc until its parent reaps it."""
-    try:
-        with open(f"/proc/{host_pid}/stat", "rb") as f:
-            state = f.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 def _cmdline(host_pid: int) -> bytes:
@@ -152,9 +139,6 @@ class Registry:
         # Helpers whose training process is gone, still polling (schedulers kill the job, and the helper
         # would poll on for ever): not job processes, heard no more while they live.
         self._orphans: Set[int] = set()
-        # Processes the kernel said exited, most recent last: what they sent before exiting may be read
-        # after that news, and must neither count as malformed nor register them again.
-        self._exited: Dict[int, None] = {}
 
     def __len__(self) -> int:
         return len(self._by_pid)
@@ -266,9 +250,6 @@ class Registry:
         """The kernel said *host_pid* exited: forget it at once; its record, unless it was a helper (which
         leaves its job's record) or was forgotten already."""
         self._orphans.discard(host_pid)
-        self._exited[host_pid] = None
-        if len(self._exited) > EXITS_KEPT:
-            del self._exited[next(iter(self._exited))]
         job = self._helpers.get(host_pid)
         if job is not None:
             self._drop_helper(host_pid, self._by_pid[job])
@@ -286,15 +267,6 @@ class Registry:
             job.clients.discard(ClientKind.MSMONITOR)
             job.addresses.pop(ClientKind.MSMONITOR, None)
             job.outbox = None
-
-    def is_late(self, host_pid: int) -> bool:
-        """A datagram from a process that has exited, read after the kernel said so (it was queued)."""
-        if host_pid not in self._exited:
-            return False
-        if _running(host_pid):  # the pid was given to a new process
-            del self._exited[host_pid]
-            return False
-        return True
 
     def is_orphan(self, host_pid: int) -> bool:
         """A helper left polling by a killed job: not a job process, whatever it sends."""
