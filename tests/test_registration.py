@@ -256,4 +256,3 @@ def _child_running(parent: int, needle: str) -> int:
         if ppid == parent and needle.encode() in cmdline:
             return int(entry)
     return 0
-
