@@ -76,7 +76,7 @@ class Scene:
     jobs: List[Workload] = field(default_factory=list)
 
     def slow_file(self, rank: int) -> Path:
-        return self.workdir / f"slow-rank{rank}"
+        return self.workdir / f"slow{rank}"  # as Cluster.train_one_job names it
 
     def slow(self, rank: int) -> None:
         """From its next step, rank *rank* sorts 8 times more numbers each step."""
@@ -108,23 +108,8 @@ class Scene:
 
     def start_job(self) -> None:
         """The three ranks, started together (each waits in the gloo group for the others)."""
-        group = ["--process-group", f"file://{self.workdir / 'rendezvous'}", "--all-reduce"]
-
-        def start(rank: int) -> Workload:
-            daemon = self.cluster.daemons[HOSTS[rank]]
-            world = {"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(len(HOSTS))}
-            args = [*group, "--step-ms", str(STEP_MS), "--slow-file", str(self.slow_file(rank))]
-            job = Workload("train.py", daemon.plugin_env(MSMONITOR_JOB_ID=JOB_ID, **world), args)
-            self.jobs.append(job)
-            return job.start()
-
-        with ThreadPoolExecutor(len(HOSTS)) as pool:
-            started = list(pool.map(start, range(len(HOSTS))))
-        for host, job in zip(HOSTS, started):
-            wait_until(
-                lambda h=host, pid=job.pid: any(p["pid"] == pid for p in self.cluster.processes(h)),
-                what=f"the rank behind {host} to register",
-            )
+        args = ["--step-ms", str(STEP_MS)]
+        self.jobs.extend(self.cluster.train_one_job(HOSTS, JOB_ID, args, slow_files=self.workdir))
 
     def monitor(self) -> None:
         """npu-monitor on every rank: CPU operators' self time (the Kernel kind), a report a second."""

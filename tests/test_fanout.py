@@ -23,10 +23,11 @@ import signal
 import socket
 import struct
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -85,6 +86,30 @@ class Cluster:
 
     def processes(self, address: str) -> List[Dict[str, Any]]:
         return self.dyno_json("--hostname", address, "processes")  # type: ignore[no-any-return]
+
+    def train_one_job(
+        self, hosts: Sequence[str], job_id: str, args: Sequence[str] = (), slow_files: Optional[Path] = None
+    ) -> List[Workload]:
+        """One job of ``len(hosts)`` ranks, rank R behind ``hosts[R]``, in one gloo group that all-reduces
+        each step, started together (each rank waits in the group for the others); back once every rank
+        registered. With *slow_files*, rank R is slow while ``slow_files/slowR`` exists (train.py)."""
+        group = ["--process-group", f"file://{self.workdir / f'rendezvous-{job_id}'}", "--all-reduce", *args]
+
+        def start(rank: int) -> Workload:
+            world = {"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(len(hosts))}
+            env = self.daemons[hosts[rank]].plugin_env(MSMONITOR_JOB_ID=job_id, **world)
+            slow = ["--slow-file", str(slow_files / f"slow{rank}")] if slow_files else []
+            job = self.jobs[hosts[rank]] = Workload("train.py", env, [*group, *slow])
+            return job.start()
+
+        with ThreadPoolExecutor(len(hosts)) as pool:
+            ranks = list(pool.map(start, range(len(hosts))))
+        for host, rank in zip(hosts, ranks):
+            wait_until(
+                lambda h=host, pid=rank.pid: any(p["pid"] == pid for p in self.processes(h)),  # type: ignore[misc]
+                what=f"the rank behind {host} to register",
+            )
+        return ranks
 
     def train(self, address: str, rank: int) -> Workload:
         daemon = self.daemons[address]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -20,7 +19,7 @@ import pytest
 
 import certs_factory as cf
 from dynocerts.policy import Role
-from harness import Workload, wait_until
+from harness import wait_until
 from respond_harness import TOKEN, RespondProcess, alert, incident_files, notification, post
 from test_fanout import A, B, C, Cluster
 
@@ -44,30 +43,7 @@ def job(tmp_path: Path) -> Iterator[Cluster]:
         for address in HOSTS:
             cluster.start(address)
         (tmp_path / f"slow{SLOW}").touch()
-        group = [
-            "--process-group",
-            f"file://{tmp_path / 'rendezvous'}",
-            "--all-reduce",
-            "--step-ms",
-            str(STEP_MS),
-        ]
-
-        def start(rank: int) -> Workload:
-            env = {
-                **cluster.daemons[HOSTS[rank]].plugin_env(),
-                **{"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": "3", "MSMONITOR_JOB_ID": JOB},
-            }
-            slow = ["--slow-file", str(tmp_path / f"slow{rank}")]
-            workload = cluster.jobs[HOSTS[rank]] = Workload("train.py", env, args=[*group, *slow])
-            return workload.start()
-
-        with ThreadPoolExecutor(3) as pool:  # each rank waits in the rendezvous for the others
-            ranks = list(pool.map(start, range(3)))
-        for address, rank in zip(HOSTS, ranks):
-            wait_until(
-                lambda a=address, pid=rank.pid: any(p["pid"] == pid for p in cluster.processes(a)),
-                what=f"the rank behind {address} to register",
-            )
+        cluster.train_one_job(HOSTS, JOB, ["--step-ms", str(STEP_MS)], slow_files=tmp_path)
         yield cluster
     finally:
         for workload in cluster.jobs.values():

@@ -14,7 +14,6 @@ from certs_factory import Role
 from dyno import fanout, trace_start
 from dyno.target import Target
 from dynoproto import dynolog_pb2 as pb
-from harness import Workload, wait_until
 from test_fanout import A, B, C, Cluster
 from test_traces import profiler_steps
 
@@ -32,24 +31,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("sync")
     client = cf.certs_dir(workdir / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator"))
     cluster = Cluster(workdir, ca, client)
-    group = ["--process-group", f"file://{workdir / 'rendezvous'}", "--all-reduce", "--step-ms", "20"]
-
-    def start(rank: int) -> Workload:
-        world = {"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(len(HOSTS))}
-        env = cluster.daemons[HOSTS[rank]].plugin_env(MSMONITOR_JOB_ID=JOB_ID, **world)
-        cluster.jobs[HOSTS[rank]] = workload = Workload("train.py", env, group)
-        return workload.start()
-
     try:
         cluster.start(HOSTS[0])  # the others listen on the port it was given
         with ThreadPoolExecutor(len(HOSTS)) as pool:
             list(pool.map(cluster.start, HOSTS[1:]))
-            ranks = list(pool.map(start, range(len(HOSTS))))
-        for host, rank in zip(HOSTS, ranks):
-            wait_until(
-                lambda: any(p["pid"] == rank.pid for p in cluster.processes(host)),  # noqa: B023
-                what=f"rank behind {host} to register",
-            )
+        cluster.train_one_job(HOSTS, JOB_ID, ["--step-ms", "20"])
         yield cluster
     finally:
         for workload in cluster.jobs.values():
