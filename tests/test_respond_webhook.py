@@ -148,7 +148,11 @@ def test_alertmanagers_measured_body_reads_as_its_alerts():
         ),
         (
             json.dumps({**MEASURED, "alerts": [{**MEASURED["alerts"][0], "fingerprint": ""}]}).encode(),
-            "missing",
+            "not Alertmanager's",
+        ),
+        (  # it names the incident's folder
+            json.dumps({**MEASURED, "alerts": [{**MEASURED["alerts"][0], "fingerprint": "/../x"}]}).encode(),
+            "not Alertmanager's",
         ),
     ],
 )
@@ -188,7 +192,7 @@ def raw_request(port: int, head: str) -> str:
     """Send a request's head alone (no body) and read the answer's status line: a server that waited
     for the body would answer nothing before the socket's timeout."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(head.encode())
+        s.sendall(head.encode("latin-1"))  # as HTTP reads a header
         return s.recv(4096).decode().splitlines()[0]
 
 
@@ -202,6 +206,8 @@ def test_a_body_is_bounded_by_its_content_length_before_it_is_read(receiver):
     # The token is checked first: a stranger's announced gigabyte costs nothing either.
     stranger = "POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"
     assert raw_request(r.port, stranger).split()[1] == "401"
+    superscript = f"POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: \u00b2\r\n\r\n"
+    assert raw_request(r.port, superscript).split()[1] == "400"  # a digit to str.isdigit, not to int
     status, _, answer = post(r.port, b" " * 5000)  # over this receiver's 4096
     assert status == 413 and "at most 4096" in answer["error"]
     assert r.incidents() == []
@@ -388,3 +394,15 @@ def test_the_command_serves_logs_each_notification_and_incident_and_dyno_inciden
         timeout=30,
     )
     assert "No incidents in" in other_job.stdout and "for job 78" in other_job.stdout
+
+
+def test_dyno_incidents_only_reads_a_responders_folder_whatever_it_finds(tmp_path: Path):
+    """A reader never moves the responder's store aside nor makes one (only `dyno respond` does)."""
+    damaged = tmp_path / store.DB_NAME
+    damaged.write_bytes(b"not a database")
+    shown = subprocess.run(
+        [str(BIN / "dyno"), "incidents", "--from", str(tmp_path)], capture_output=True, text=True, timeout=30
+    )
+    assert shown.returncode == 1 and f"cannot read {damaged}" in shown.stderr, shown.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [store.DB_NAME]
+    assert damaged.read_bytes() == b"not a database"

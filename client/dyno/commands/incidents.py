@@ -209,7 +209,7 @@ def _responded(target: Target, args: Namespace, folder: str) -> None:
 
     if not os.path.isfile(os.path.join(folder, DB_NAME)):
         raise CliError(f"{folder}: no {DB_NAME} there: not a folder dyno respond --collect wrote", EXIT_USAGE)
-    store = JobIncidentStore(folder)
+    store = JobIncidentStore(folder, reader=True)
     try:
         shown = _shown_text(args)
         if shown is not None:

@@ -94,6 +94,7 @@ class Notification:
         return f"{self.status}, {len(self.alerts)} alert(s): {shown}{more}"
 
 
+_FINGERPRINT = re.compile(r"[0-9a-fA-F]{1,16}")  # Alertmanager's: 16 hex digits of the labels' hash
 # Go's RFC 3339 with nanoseconds, which datetime.fromisoformat reads only from Python 3.11.
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
 
@@ -140,8 +141,8 @@ def _alert(data: Any, index: int) -> Alert:
     where = f"alerts[{index}]"
     doc = _object(data, where)
     fingerprint = _text(doc, "fingerprint", where)
-    if not fingerprint:
-        raise BadPayload(f"{where}.fingerprint: missing")
+    if not _FINGERPRINT.fullmatch(fingerprint):  # it names the incident's folder: nothing else gets in
+        raise BadPayload(f"{where}.fingerprint: {fingerprint[:40]!r} is not Alertmanager's (hex, 16 at most)")
     return Alert(
         status=_status(doc, where),
         labels=_strings(doc.get("labels", {}), f"{where}.labels"),

@@ -16,7 +16,9 @@ that prints one JSON object: the responder stays small, and a crash there is a n
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,13 +59,19 @@ def analyse(traces_dir: str, timeout: float = ANALYSE_TIMEOUT_S) -> Analysis:
     """The analysis of *traces_dir*, from a child interpreter; method ``none`` with a note when HTA is
     missing or fails."""
     command = [sys.executable, "-m", __name__, traces_dir]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return Analysis(NONE, note=f"the analysis took over {timeout:.0f}s: stopped")
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    # A session of its own: HTA forks worker processes, and a timeout must stop them with the child.
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return Analysis(NONE, note=f"the analysis took over {timeout:.0f}s: stopped")
+    lines = out.strip().splitlines()
+    if child.returncode != 0 or not lines:
+        tail = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
         return Analysis(NONE, note=f"the analysis failed: {tail}")
     doc = json.loads(lines[-1])
     doc["per_rank"] = [RankFigures(**r) for r in doc["per_rank"]]

@@ -12,6 +12,7 @@ into one folder laid out as HolisticTraceAnalysis reads a job (``dyno.collect``:
 from __future__ import annotations
 
 import os
+import shlex
 from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence
@@ -77,9 +78,8 @@ def request(job: JobHosts, settings: CaptureSettings, folder: str) -> pb.NpuTrac
 def command_line(job: JobHosts, settings: CaptureSettings, folder: str) -> str:
     """The same capture as one ``dyno`` command, for the record (and to run by hand)."""
     hosts = ",".join(job.hosts)
-    return " ".join(
-        ["dyno", "--hosts", hosts, "nputrace", *_flags(job, settings, folder), "--sync", "--wait"]
-    )
+    flags = _flags(job, settings, folder)
+    return shlex.join(["dyno", "--hosts", hosts, "nputrace", *flags, "--sync", "--wait"])
 
 
 def _flags(job: JobHosts, settings: CaptureSettings, folder: str) -> List[str]:

@@ -239,7 +239,11 @@ class Responder:
             incident.note(f"no trace of rank(s) {', '.join(map(str, missing))}")
         incident.action = action
         self.store.update(incident)  # the traces are there: recorded before the analysis runs
-        found = analysis.analyse(os.path.join(folder, capture.TRACES))
+        try:
+            found = analysis.analyse(os.path.join(folder, capture.TRACES))
+        except Exception as exc:  # the traces are there all the same: still traced (and counted by --max)
+            incident.note(f"not analysed: {type(exc).__name__}: {exc}")
+            return action
         incident.analysis = found.to_json()
         incident.hta_ranks = found.ranks_found
         incident.note(f"analysed ({found.method}): slowest rank {found.slowest_rank}")

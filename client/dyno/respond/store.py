@@ -16,12 +16,13 @@ import json
 import os
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ..atomic import replacing
 from ..exits import EXIT_USAGE, CliError
 from . import ENV
 
@@ -106,10 +107,20 @@ def folder_from(given: Optional[str], flag: str) -> str:
 
 
 class JobIncidentStore:
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, reader: bool = False) -> None:
+        """The responder's store (made, or moved aside when unreadable); a *reader* (``dyno incidents``)
+        opens it read-only and changes nothing, whatever it finds."""
         self.folder = folder
-        os.makedirs(folder, exist_ok=True)
+        self._lock = threading.Lock()  # the responder's worker writes; a test or reader may look
         path = os.path.join(folder, DB_NAME)
+        if reader:
+            try:
+                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+                self._db.execute("SELECT COUNT(*) FROM incidents").fetchone()
+            except sqlite3.Error as exc:
+                raise CliError(f"cannot read {path}: {exc}") from None
+            return
+        os.makedirs(folder, exist_ok=True)
         try:
             self._db = _open(path)
         except (sqlite3.DatabaseError, OSError) as exc:
@@ -119,7 +130,6 @@ class JobIncidentStore:
                     os.replace(path + suffix, aside + suffix)
             print(f"dyno respond: {path} unreadable ({exc}): moved to {aside}, new one", file=sys.stderr)
             self._db = _open(path)
-        self._lock = threading.Lock()  # the responder's worker writes; a test or reader may look
 
     def incident_dir(self, incident_id: str) -> str:
         return os.path.join(self.folder, incident_id)
@@ -186,7 +196,8 @@ class JobIncidentStore:
         return int(count)
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:  # not under a write of the worker's
+            self._db.close()
 
     def _write(self, incident_id: str, doc: Dict[str, Any]) -> None:
         _write_atomically(os.path.join(self.incident_dir(incident_id), RECORD_NAME), doc)
@@ -218,11 +229,5 @@ def _open(path: str) -> sqlite3.Connection:
 
 def _write_atomically(path: str, doc: Dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".incident.", suffix=".part", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    with replacing(Path(path)) as temp:
+        temp.write_text(json.dumps(doc, indent=1))

@@ -154,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         if text is None:
             self._refuse(411, "Content-Length required")
             return None
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # '²' is a digit to isdigit, not to int
             self._refuse(400, f"Content-Length {text!r} is not a number")
             return None
         length = int(text)
