@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
 
+from ...atomic import replacing
 from ..analysis import dp_ranks, flow_phase, request_paths, us, when
 from ..model import SPAN, Mark, Process, Recording
-from .atomic import replacing
 
 Event = Dict[str, Any]
 

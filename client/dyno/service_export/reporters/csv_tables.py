@@ -7,9 +7,9 @@ import csv
 from pathlib import Path
 from typing import Any, Iterable, List, Sequence
 
+from ...atomic import replacing
 from .. import analysis
 from ..model import Recording
-from .atomic import replacing
 
 
 class Skipped(Exception):

@@ -15,11 +15,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from msmonitor_plugin.service_profiler import schema
 
+from ...atomic import replacing
 from .. import analysis, curves
 from ..analysis import flow_phase
 from ..model import Process, Recording
 from . import insight_curves
-from .atomic import replacing
 from .chrome_trace import trace_pids, trace_processes, track
 
 Rows = List[Tuple[Any, ...]]
