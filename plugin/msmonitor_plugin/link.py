@@ -245,7 +245,11 @@ class DaemonLink:
         if self._news is None or not self.registered.is_set() or now < self._next_check:
             return False
         self._next_check = now + CHECK_S
-        step, state = self._news()
+        try:
+            step, state = self._news()
+        except Exception:  # the link thread must outlive whatever its news costs
+            log.exception("msmonitor: reading the process's state failed")
+            return False
         if state != self._sent[1]:
             return True
         due = step != self._sent[0] and self._step_reports and now - self._step_sent_at >= STEP_REPORT_S

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Any, Callable, Optional
+
+log = logging.getLogger("msmonitor_plugin")
 
 # StepCounter.once: runs an action at the next step boundary; returns its cancel, or None when it cannot.
 AtNextStep = Callable[[Callable[[], None]], Optional[Callable[[], None]]]
@@ -34,7 +37,10 @@ class StepCounter:
 
         def boundary(_step: int) -> None:
             cancel()
-            action()
+            try:
+                action()
+            except Exception:  # on the training thread: whatever the action does, the step goes on
+                log.exception("msmonitor: an action at a step boundary failed")
 
         def cancel() -> None:
             if self.pending is boundary:

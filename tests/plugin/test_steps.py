@@ -60,6 +60,18 @@ class StepCounterTest(unittest.TestCase):
         counter.step()
         self.assertEqual(seen, [1, 4])
 
+    def test_an_action_that_fails_at_a_boundary_never_reaches_the_training_loop(self):
+        counter = StepCounter()
+
+        def broken():
+            raise RuntimeError("no profiler here")
+
+        counter.once(broken)
+        with self.assertLogs("msmonitor_plugin", "ERROR"):
+            counter.step()
+        self.assertEqual(counter.count, 1)
+        self.assertIsNone(counter.pending)
+
 
 class IdentityTest(unittest.TestCase):
     def test_registration_describes_this_process(self):
