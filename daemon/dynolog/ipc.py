@@ -92,6 +92,7 @@ class IpcEndpoint:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._backlog: Deque[Union[Received, Marker]] = collections.deque()
         self._markers: List[Marker] = []  # asked for, placed in the backlog by the reader (under _lock)
+        self._flush_asked = False  # a flush byte is in the wake pipe (under _lock): one at most
         self._room = threading.Event()  # set while the backlog has room for more
         self._lock = threading.Lock()  # for _scheduled, shared by the reader and the loop
         self._scheduled = False  # whether the loop has a turn of handle_backlog coming
@@ -145,7 +146,9 @@ class IpcEndpoint:
             return
         with self._lock:
             self._markers.append(marker)
-        os.write(self._wake[1], _FLUSH)
+            asked, self._flush_asked = self._flush_asked, True
+        if not asked:
+            os.write(self._wake[1], _FLUSH)
 
     def close(self) -> None:
         if self._sock is None:
@@ -181,6 +184,8 @@ class IpcEndpoint:
     def _receive(self) -> None:
         """What the socket holds now, while the backlog has room; then the loop is told."""
         assert self._sock is not None
+        with self._lock:  # taken before reading: what was queued when they were asked is read first
+            markers, self._markers, self._flush_asked = self._markers, [], False
         while len(self._backlog) < MAX_BACKLOG:
             try:
                 self._backlog.append(self._sock.recvmsg(wire.MAX_DATAGRAM, wire.CREDENTIALS_SPACE))
@@ -192,8 +197,7 @@ class IpcEndpoint:
         else:
             self._room.clear()  # the loop sets it again once it handled some
         with self._lock:
-            self._backlog.extend(self._markers)  # behind what was read: all that was queued when asked
-            self._markers.clear()
+            self._backlog.extend(markers)  # behind what was read: all that was queued when asked
             if self._scheduled or not self._backlog:
                 return
             self._scheduled = True
