@@ -406,3 +406,54 @@ def test_dyno_incidents_only_reads_a_responders_folder_whatever_it_finds(tmp_pat
     assert shown.returncode == 1 and f"cannot read {damaged}" in shown.stderr, shown.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [store.DB_NAME]
     assert damaged.read_bytes() == b"not a database"
+
+
+def test_connections_beyond_the_bound_are_closed_unread_and_the_bound_frees_with_them(receiver, monkeypatch):
+    """Clients that trickle bytes (the read timeout is per read) cannot take every thread."""
+    monkeypatch.setattr(webhook, "MAX_CONNECTIONS", 2)
+    r = receiver()
+    idle = [socket.create_connection(("127.0.0.1", r.port), timeout=5) for _ in range(2)]
+    try:
+        for one in idle:
+            one.sendall(b"P")  # a request begun, never finished
+
+        def taken() -> bool:  # a look that gives back what it took
+            free = r.server._slots.acquire(blocking=False)
+            if free:
+                r.server._slots.release()
+            return not free
+
+        wait_until(taken, 5, what="both slots taken")
+        with socket.create_connection(("127.0.0.1", r.port), timeout=5) as third:
+            assert third.recv(100) == b""  # closed, not answered
+        assert any("connections open: closed one from 127.0.0.1 unread" in line for line in r.log), r.log
+    finally:
+        for one in idle:
+            one.close()
+
+    def posted() -> bool:  # refused unread (a broken pipe, a reset) until a slot is free again
+        try:
+            return post(r.port, notification())[0] == 200
+        except OSError:
+            return False
+
+    wait_until(posted, 10, what="a post once the slots are free")
+
+
+def test_a_capture_still_running_when_the_responder_stops_is_recorded_as_not_traced(receiver, monkeypatch):
+    release = threading.Event()
+
+    def slow_hosts(*args: object) -> jobs.JobHosts:
+        release.wait(20)
+        raise jobs.JobGone("job 77: looked too late")
+
+    monkeypatch.setattr(jobs, "job_hosts", slow_hosts)
+    r = receiver()
+    try:
+        assert post(r.port, notification())[0] == 200
+        (busy,) = wait_until(lambda: [i for i in r.incidents() if i.action == "tracing"], 10, what="capture")
+        r.worker.stop(0.2)
+        stopped = r.records.get(busy.id)
+        assert stopped is not None and stopped.action == "not traced: dyno respond stopped during the capture"
+    finally:
+        release.set()

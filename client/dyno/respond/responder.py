@@ -38,6 +38,7 @@ from .webhook import QueueFull
 QUEUE_SIZE = 64  # notifications waiting; beyond, the webhook answers 503 and Alertmanager retries
 DRY_RUN = "dry run"
 NOT_TRACED = "not traced"
+TRACING = "tracing"  # the capture in progress
 
 Log = Callable[[str], None]
 
@@ -90,6 +91,13 @@ class Responder:
         if self._worker.is_alive():
             self._queue.put(None)
             self._worker.join(timeout)
+        if self._worker.is_alive():  # a capture still running: its record must not say "tracing" for ever
+            for incident in self.store.list():
+                if incident.action == TRACING:
+                    incident.action = f"{NOT_TRACED}: dyno respond stopped during the capture"
+                    incident.note(incident.action)
+                    self.store.update(incident)
+                    self.log(f"incident {incident.id}: {incident.action}")
 
     def _work(self) -> None:
         while (notification := self._queue.get()) is not None:
@@ -157,7 +165,7 @@ class Responder:
             id=self._new_id(first),
             at=time.time(),
             job_id=first.job_id or 0,
-            action="tracing",
+            action=TRACING,
             alert={**first.to_json(), "receiver": notification.receiver, "groupKey": notification.group_key},
             suspect={"host": first.host, "rank": first.rank},
             also_alerted=[a.to_json() for a in others],

@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..exits import EXIT_USAGE, CliError
 from .alerts import BadPayload, Notification, parse
@@ -25,6 +25,9 @@ READY_PATH = "/-/ready"
 REALM = 'Bearer realm="dyno respond"'
 DEFAULT_MAX_BODY = 1 << 20  # Alertmanager's max_alerts 50 is a few tens of KiB
 READ_TIMEOUT_S = 10.0  # a client that sends its body this slowly loses the connection
+# Connections served at once: Alertmanager posts one at a time per receiver; beyond this a connection is
+# closed unread, so clients that trickle bytes (the timeout is per read) cannot take every thread.
+MAX_CONNECTIONS = 32
 
 
 class QueueFull(Exception):
@@ -94,7 +97,21 @@ class Webhook(ThreadingHTTPServer):
         self, address: Tuple[str, int], token: Optional[TokenFile], max_body: int, submit: Submit, log: Log
     ) -> None:
         self.token, self.max_body, self.submit, self.log = token, max_body, submit, log
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.log(f"{MAX_CONNECTIONS} connections open: closed one from {client_address[0]} unread")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     @property
     def port(self) -> int:
