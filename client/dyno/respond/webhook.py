@@ -12,9 +12,9 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import stat
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..exits import EXIT_USAGE, CliError
@@ -41,17 +41,16 @@ Log = Callable[[str], None]
 def read_token(path: str) -> bytes:
     """The bearer token in *path*, stripped as Alertmanager strips its ``credentials_file``; refused when
     group or others may read it (like a private key) or when it is empty."""
+    from dynocerts.keys import owner_only  # the rule private keys and their password files follow
+
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        loose = owner_only(Path(path), "token")
         with open(path, "rb") as f:
             token = f.read().strip()
     except OSError as exc:
         raise CliError(f"--token-file {path}: {exc.strerror}", EXIT_USAGE) from None
-    if mode & 0o077:
-        raise CliError(
-            f"--token-file {path}: mode {mode:04o} lets group/others read the token; run: chmod 600 {path}",
-            EXIT_USAGE,
-        )
+    if loose is not None:
+        raise CliError(f"--token-file {loose}", EXIT_USAGE)
     if not token:
         raise CliError(f"--token-file {path} is empty: write the token Alertmanager sends", EXIT_USAGE)
     return token
