@@ -20,6 +20,7 @@ from typing import List
 
 BIN = Path(sys.executable).parent
 HERE = Path(__file__).resolve().parent
+COMMAND_S = 30  # each dyno command's bound: a stuck one is reported, and the demo goes on to clean up
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
 
@@ -30,13 +31,19 @@ def say(text: str) -> None:
 def run(*args: str, show: str = "", stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     """Run a command, echoing it first as the user would type it; *stdin* is what is typed into it."""
     print(f"{DIM}$ {show or ' '.join(args)}{RESET}", flush=True)
-    result = subprocess.run(
-        [str(BIN / args[0]), *args[1:]],
-        input=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    try:
+        result = subprocess.run(
+            [str(BIN / args[0]), *args[1:]],
+            input=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=COMMAND_S,
+        )
+    except subprocess.TimeoutExpired as late:  # the demo goes on, saying so: it never hangs
+        output = late.stdout.decode() if isinstance(late.stdout, bytes) else late.stdout or ""
+        print(f"{output}demo: no answer within {COMMAND_S} s: stopped it", flush=True)
+        return subprocess.CompletedProcess(late.cmd, 124, output)
     sys.stdout.write(result.stdout)
     sys.stdout.flush()
     return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -100,15 +101,23 @@ def test_the_quick_start_runs_in_a_terminal_with_job_control(tmp_path: Path) -> 
 
 def test_make_demo_walks_through_every_step_and_leaves_nothing_running(tmp_path: Path) -> None:
     """The README's first command, after the set-up `make demo` does first (the venv): its script."""
-    demo = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, str(ROOT / "examples" / "demo.py")],
         env={**os.environ, "TMPDIR": str(tmp_path)},
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=BLOCK_S,
-    )
+        start_new_session=True,  # a demo stopped for its time takes its daemon and job with it
+    ) as child:
+        try:
+            out, err = child.communicate(timeout=BLOCK_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, err = child.communicate()
+    demo = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "demo: no answer within" not in demo.stdout, demo.stdout
     steps = re.findall(r"^== (\d+)\.", demo.stdout, re.M)
     assert steps == [str(n) for n in range(1, 10)], demo.stdout
     assert demo.stdout.count("commandStatus: effective") >= 4, demo.stdout
