@@ -99,12 +99,6 @@ def test_the_quick_start_runs_in_a_terminal_with_job_control(tmp_path: Path) -> 
     assert list((tmp_path / "traces").rglob("*.json"))
 
 
-@pytest.mark.xfail(
-    reason="known bug, open: in the loaded full suite (2 of 3 offline runs), the demo's `gputrace --wait` "
-    "right after `nputrace --analyse --wait` stays staged for ever (the Kineto file is written, the trace "
-    "never finishes); standalone it passes",
-    strict=False,
-)
 def test_make_demo_walks_through_every_step_and_leaves_nothing_running(tmp_path: Path) -> None:
     """The README's first command, after the set-up `make demo` does first (the venv): its script."""
     with subprocess.Popen(

@@ -38,6 +38,39 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
     assert [phase for phase, _ in trace.processes[PID].history][-1] is TracePhase.FINISHED
 
 
+def test_a_report_that_arrives_after_a_later_one_changes_nothing():
+    registry, traces = Registry(60.0), TraceStore()
+    plugin = PluginClient(registry, traces, Delivery())
+    record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
+    trace = traces.new(CommandKind.NPUTRACE)
+    traces.stage(trace, record, "/traces/")
+
+    def report(phase: TracePhase, files=()):
+        plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=phase, files=list(files)))
+
+    # "ready" and "running" waited in the plugin while the daemon's queue was full; "finished" overtook.
+    report(TracePhase.RUNNING)
+    report(TracePhase.FINISHED, ["kineto.json"])
+    report(TracePhase.READY)
+    report(TracePhase.RUNNING)
+    process = trace.processes[PID]
+    assert trace.done and process.phase is TracePhase.FINISHED and process.files == ["kineto.json"]
+    assert [phase for phase, _ in process.history][1:] == [TracePhase.RUNNING, TracePhase.FINISHED]
+    assert traces.active(PID) is None, "the process is free for the next trace"
+
+
+def test_a_ready_report_after_running_leaves_the_trace_running():
+    registry, traces = Registry(60.0), TraceStore()
+    plugin = PluginClient(registry, traces, Delivery())
+    record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
+    trace = traces.new(CommandKind.NPUTRACE)
+    traces.stage(trace, record, "/traces/")
+    plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.RUNNING, current_step=5))
+    plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.READY, current_step=4))
+    assert (trace.processes[PID].phase, trace.processes[PID].current_step) == (TracePhase.RUNNING, 5)
+    assert traces.slot_of(record).state is TraceState.RUNNING
+
+
 def test_the_kept_traces_are_bounded_by_their_processes_oldest_finished_first(monkeypatch):
     monkeypatch.setattr(traces_module, "MAX_PROCESS_ENTRIES", 10)
     registry, traces = Registry(60.0), TraceStore()

@@ -69,6 +69,13 @@ class TracePhase(str, enum.Enum):
     def final(self) -> bool:
         return self in (TracePhase.FINISHED, TracePhase.FAILED)
 
+    @property
+    def order(self) -> int:
+        """Where the phase falls in a trace's life; a report of an earlier one than the process is in
+        came late and changes nothing. Both final phases come last."""
+        life = (TracePhase.STAGED, TracePhase.DELIVERED, TracePhase.READY, TracePhase.RUNNING)
+        return life.index(self) if self in life else len(life)
+
     @classmethod
     def reported(cls, text: str) -> Optional[TracePhase]:
         """A phase as a process reports it (ready, running, finished, failed); None for anything else.

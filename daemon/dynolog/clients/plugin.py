@@ -122,6 +122,13 @@ class PluginClient:
             if trace is None:
                 return
         process = trace.processes[record.host_pid]
+        phase = TracePhase.reported(event.phase) or TracePhase.FAILED
+        if process.phase.final or phase.order < process.phase.order:
+            log.info(
+                "trace %s: pid %d's late %r report ignored: it is %s", trace.trace_id, record.host_pid,
+                phase.value, process.phase.value,
+            )  # fmt: skip
+            return
         process.current_step, process.start_step, process.stop_step = (
             event.current_step,
             event.start_step,
@@ -133,7 +140,6 @@ class PluginClient:
         process.size_bytes = event.size_bytes
         process.error = event.error
         process.warnings[:] = event.warnings
-        phase = TracePhase.reported(event.phase) or TracePhase.FAILED
         if phase.final and record.profiler == trace_holder(trace.kind, trace.trace_id):
             record.profiler = ""
         self._delivery.answered(record.host_pid, trace.kind, trace.trace_id, final=phase.final)
