@@ -58,7 +58,10 @@ def analysed(incident: Dict[str, Any]) -> bool:
 @pytest.mark.torch
 def test_a_slowed_rank_fires_the_alert_and_respond_traces_every_rank_of_the_job_once(tmp_path: Path) -> None:
     need(ALERTING_ENGINES)
-    with scene(tmp_path) as job:
+    # One trace an hour: the test's 8 s `for:` (deploy's is 5 minutes) lets a loaded machine's noise on
+    # another rank fire now and then (a few pending seconds are common); such an alert is recorded, and
+    # not traced, rather than making the test depend on the machine's quiet.
+    with scene(tmp_path, respond_flags=("--max", "1/hour")) as job:
         job.slow(SLOW_RANK)
         (incident,) = job.wait(
             lambda: [i for i in job.incidents() if analysed(i)], 40, what="an incident traced and analysed"
@@ -83,11 +86,15 @@ def test_a_slowed_rank_fires_the_alert_and_respond_traces_every_rank_of_the_job_
 
         job.fast(SLOW_RANK)
         (resolved,) = job.wait(
-            lambda: [i for i in job.incidents() if i.get("resolved_at")], 30, what="the alert resolved"
+            lambda: [i for i in job.incidents() if i["id"] == incident["id"] and i.get("resolved_at")],
+            30,
+            what="the alert resolved",
         )
-        assert resolved["id"] == incident["id"] and resolved["ranks"] == ranks
-        # No second trace: one incident, and each daemon was sent the one trace.
-        assert [i["id"] for i in job.incidents()] == [incident["id"]]
+        assert resolved["ranks"] == ranks
+        # Nothing more traced: any later incident (another rank's noise) is recorded, not traced, and
+        # each daemon was sent the one trace.
+        later = [i for i in job.incidents() if i["id"] != incident["id"]]
+        assert all(i["action"] == "not traced: rate limit (--max 1/hour)" for i in later), later
         traces = [job.cluster.dyno_json("--hostname", host, "trace")["traces"] for host in HOSTS]
         assert [len(t) for t in traces] == [1, 1, 1], traces
 
