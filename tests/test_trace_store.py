@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from typing import NamedTuple
 
 from dynolog import traces as traces_module
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
 from dynolog.registry import ProcessRecord, Registry
-from dynolog.traces import TraceStore
+from dynolog.traces import Trace, TraceStore
 from msmonitor_plugin import wire
 from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
 
@@ -19,12 +20,25 @@ PID = 3_100_000  # no such process: /proc has nothing to contradict the plugin's
 SENDER = Sender(b"\0t\0", PID, 0)
 
 
-def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back():
+class Staged(NamedTuple):
+    plugin: PluginClient
+    traces: TraceStore
+    record: ProcessRecord
+    trace: Trace
+
+
+def staged() -> Staged:
+    """A plugin process registered, and a trace staged for it."""
     registry, traces = Registry(60.0), TraceStore()
     plugin = PluginClient(registry, traces, Delivery())
     record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
     trace = traces.new(CommandKind.NPUTRACE)
     traces.stage(trace, record, "/traces/")
+    return Staged(plugin, traces, record, trace)
+
+
+def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back():
+    plugin, traces, record, trace = staged()
     plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.RUNNING))
     plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.FINISHED))
     # The link thread read "running" for its heartbeat just before the writer reported "finished".
@@ -39,11 +53,7 @@ def test_a_heartbeat_built_before_the_last_event_does_not_bring_the_trace_back()
 
 
 def test_a_report_that_arrives_after_a_later_one_changes_nothing():
-    registry, traces = Registry(60.0), TraceStore()
-    plugin = PluginClient(registry, traces, Delivery())
-    record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
-    trace = traces.new(CommandKind.NPUTRACE)
-    traces.stage(trace, record, "/traces/")
+    plugin, traces, record, trace = staged()
 
     def report(phase: TracePhase, files=()):
         plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=phase, files=list(files)))
@@ -60,11 +70,7 @@ def test_a_report_that_arrives_after_a_later_one_changes_nothing():
 
 
 def test_a_ready_report_after_running_leaves_the_trace_running():
-    registry, traces = Registry(60.0), TraceStore()
-    plugin = PluginClient(registry, traces, Delivery())
-    record = plugin.register(SENDER, wire.Hello(pid=PID, capabilities=["push", "nputrace"]))
-    trace = traces.new(CommandKind.NPUTRACE)
-    traces.stage(trace, record, "/traces/")
+    plugin, traces, record, trace = staged()
     plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.RUNNING, current_step=5))
     plugin.event(record, wire.TraceEvent(trace_id=trace.trace_id, phase=TracePhase.READY, current_step=4))
     assert (trace.processes[PID].phase, trace.processes[PID].current_step) == (TracePhase.RUNNING, 5)
