@@ -186,8 +186,14 @@ def main() -> int:
         try:
             output, _ = watch.communicate(timeout=3.5)
         except subprocess.TimeoutExpired:
-            watch.send_signal(signal.SIGINT)
-            output, _ = watch.communicate()
+            watch.send_signal(signal.SIGINT)  # Ctrl-C, as a user ends it
+            try:
+                output, _ = watch.communicate(timeout=5)
+            except subprocess.TimeoutExpired:  # the demo never hangs: it says so and goes on
+                watch.kill()
+                output = (
+                    watch.communicate()[0] + "\ndemo: --watch did not end on Ctrl-C within 5 s: stopped it"
+                )
         tables = output.split("npu-monitor — ")
         print("npu-monitor — " + tables[-1][:2500] if len(tables) > 1 else output[:2500])
         run(

@@ -120,7 +120,8 @@ def test_watch_labels_sampled_counts_and_the_job_prints_no_kineto_lines(daemon, 
         row = read_line_until(live, "", timeout=10)  # the first process's first kind
         note = read_line_until(live, "* ", timeout=10)
     finally:
-        stop_process(live, signal.SIGINT)
+        ended = stop_process(live, signal.SIGINT)
+    assert ended == 0, "Ctrl-C ends a watch as the user's stop: exit 0, within 10 s"
     assert header.split()[:6] == ["HOST/RANK", "KIND", "DEVICE", "COUNT", "EST.", "COUNT"]
     count, estimate = row.split()[3:5]
     assert row.split()[0].endswith("/0*") and int(estimate[1:]) > int(count) > 0, row

@@ -266,24 +266,30 @@ def _status_json(processes: List[pb.ProcessInfo]) -> List[Dict[str, Any]]:
 
 def _watch(target: Target, targets: pb.Targets) -> None:
     """Stream reports; redraw one table of the latest report of each process as each arrives."""
+    import grpc
+
     from dynoproto import dynolog_pb2 as pb
 
     from ..connection import connect
+    from ..interrupt import cancelled_on_interrupt
 
     latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
     interactive = sys.stdout.isatty() and not target.json
     with connect(target, "npu-monitor --watch") as stub:
-        try:
-            for report in stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True)):
-                if target.json:  # one document per line (JSON Lines): a stream for machines
-                    print_json(as_dict(report), indent=None)
-                    continue
-                latest[(report.hostname, report.pid)] = report
-                if interactive:
-                    control(CLEAR)
-                print(render([(r.hostname, r) for r in latest.values()]), flush=True)
-        except KeyboardInterrupt:
-            return
+        stream = stub.WatchMetrics(pb.WatchMetricsRequest(targets=targets, latest=True))
+        with cancelled_on_interrupt(stream) as stopped:
+            try:
+                for report in stream:
+                    if target.json:  # one document per line (JSON Lines): a stream for machines
+                        print_json(as_dict(report), indent=None)
+                        continue
+                    latest[(report.hostname, report.pid)] = report
+                    if interactive:
+                        control(CLEAR)
+                    print(render([(r.hostname, r) for r in latest.values()]), flush=True)
+            except grpc.RpcError as error:
+                if not stopped(error):
+                    raise
 
 
 def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) -> None:
