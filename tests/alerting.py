@@ -26,7 +26,11 @@ from test_fanout import Cluster
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # rank r behind HOSTS[r]
 JOB_ID = "77"
 ALERT = "MsMonitorSlowestRank"
-STEP_MS = 20.0
+# A slowed rank's sort (16 times --sort-size: ~27 ms here) and the others' work (~3 ms) both fit in a
+# step, so the others wait ~24 ms of the 40 in the all-reduce: in the trace the slow rank computes 2.5
+# times the median, still 1.5 times where a loaded machine and the profiler stretch the others' work
+# to 13 ms (in 20 ms steps and an 8 times bigger sort, that was 1.1: no rank stood out).
+STEP_MS = 40.0
 ITERATIONS = 2  # steps `dyno respond` traces
 TOKEN = "s3cret-for-the-test"
 # Not the cluster's 3 s: a rank busy writing its trace is not heard from for seconds, and a daemon that
@@ -79,7 +83,7 @@ class Scene:
         return self.workdir / f"slow{rank}"  # as Cluster.train_one_job names it
 
     def slow(self, rank: int) -> None:
-        """From its next step, rank *rank* sorts 8 times more numbers each step."""
+        """From its next step, rank *rank* sorts 16 times more numbers each step."""
         self.slow_file(rank).touch()
 
     def fast(self, rank: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import certs_factory as cf
+from alerting import STEP_MS
 from dynocerts.policy import Role
 from harness import wait_until
 from respond_harness import TOKEN, RespondProcess, alert, incident_files, notification, post
@@ -28,14 +29,13 @@ pytestmark = pytest.mark.torch
 JOB = "77"
 HOSTS = (A, B, C)
 ITERATIONS = 3
-STEP_MS = 20
 SLOW = 1  # the rank that holds the others back
 
 
 @pytest.fixture
 def job(tmp_path: Path) -> Iterator[Cluster]:
     """The cluster, with rank R of the job behind HOSTS[R], every rank registered; rank SLOW slowed
-    (its --slow-file there: a sort each step, eight times bigger)."""
+    (its --slow-file there: a sort each step, 16 times bigger)."""
     ca = cf.authority()
     client = cf.certs_dir(tmp_path / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator"))
     cluster = Cluster(tmp_path, ca, client)

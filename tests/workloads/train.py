@@ -39,7 +39,7 @@ parser.add_argument(
 parser.add_argument(
     "--slow-file", metavar="FILE", help="a sort each step, --slow-factor x bigger while FILE exists"
 )
-parser.add_argument("--slow-factor", type=int, default=8, help="how many times more the slow sort sorts")
+parser.add_argument("--slow-factor", type=int, default=16, help="how many times more the slow sort sorts")
 parser.add_argument("--sort-size", type=int, default=20_000, help="numbers the sort sorts when not slow")
 args = parser.parse_args()
 if args.process_group:  # RANK and WORLD_SIZE from the environment; returns once every rank joined
