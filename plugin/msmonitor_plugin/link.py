@@ -130,10 +130,8 @@ class DaemonLink:
 
     def send_reliably(self, msg_type: str, payload: bytes) -> None:
         """Send now, or soon from the link thread: the daemon's queue may be full for a moment (many
-        processes reporting at once) or the daemon away (then after the next registration). In the order
-        sent: behind any still waiting, never past them (a trace's "finished" must not arrive before its
-        "running", which the daemon would then take for the latest news)."""
-        if self._unsent or not self.send(msg_type, payload):
+        processes reporting at once) or the daemon away (then after the next registration)."""
+        if not self.send(msg_type, payload):
             self._unsent.append(wire.encode(msg_type, payload))
             self._wake()
 
