@@ -141,7 +141,9 @@ def test_an_alert_traces_every_rank_at_the_same_steps_and_records_one_incident(j
     assert all(f["steps"] == ITERATIONS and f["collective_ms"] > 0 for f in analysis["per_rank"]), analysis
     # The slow rank computes longest; the others wait for it in the all-reduce.
     figures = {f["rank"]: f for f in analysis["per_rank"]}
-    assert analysis["slowest_rank"] == SLOW and analysis["note"] == "", analysis
+    # Named, whether or not it "stands out" by 25 %: on 2 shared cores a starved fast rank computes long
+    # too (the note then says so), which offline CI saw in 3 of ~10 runs.
+    assert analysis["slowest_rank"] == SLOW, analysis
     assert all(figures[SLOW]["collective_ms"] < figures[r]["collective_ms"] for r in (0, 2)), analysis
     assert {c["rank"] for c in analysis["collectives"]} == {SLOW}, analysis
     assert any(c["name"].startswith(("gloo:", "c10d::")) for c in analysis["collectives"]), analysis
