@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: $(STAMP) test-py38 test-py39 peers
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=12  # the slowest, to see how near each comes to the 60 s timeout
 
 # Everything the tests fetch from the network, once: the venvs (.venv, .venv39) and the peers. After it
 # `make test` runs offline (it runs these first, each a no-op once made).
