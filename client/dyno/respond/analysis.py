@@ -4,9 +4,11 @@ HTA loads the folder as the job's ranks (``TraceAnalysis(trace_dir=…)``, each 
 ``distributedInfo``). On GPU traces with NCCL kernels, HTA's own straggler analysis names the rank
 (``get_potential_stragglers``). On CPU traces (gloo; Ascend's CPU side) it has none, so the measure is
 taken from HTA's frames: per rank and traced step, the time inside collectives (``c10d::``, ``gloo:``,
-``nccl:``, ``hccl`` ops; overlapping ones counted once) and the rest, its compute. In a collective,
-every rank waits for the last to arrive: the slowest rank is the one with the most compute, and the
-least time waiting in collectives.
+``nccl:``, ``hccl`` ops; overlapping ones counted once), the time some other op runs (its compute), and
+the time no op runs at all (idle: a sleep, a wait the profiler does not see). In a collective, every
+rank waits for the last to arrive: the slowest rank is the one with the most compute. Idle time is not
+compute: a rank that pauses between steps would otherwise look busy, and, arriving last after its
+pause, wait least.
 
 HTA parses ranks in a forked pool, and forking a process that has gRPC threads can deadlock; it also
 loads pandas and plotly. So it runs in a child interpreter (``python -m dyno.respond.analysis DIR``)
@@ -39,7 +41,8 @@ class RankFigures:
     steps: int
     step_ms: float  # per traced step, on average
     collective_ms: float
-    compute_ms: float
+    compute_ms: float  # an op other than a collective runs
+    idle_ms: float  # no op runs
 
 
 @dataclass
@@ -127,13 +130,16 @@ def _rank(rank: int, frame: Any, names: List[str]) -> Tuple[RankFigures, List[Di
     """One rank's figures, and its collectives by time per step."""
     cpu = frame[frame["stream"] < 0]
     named = cpu["name"].map(lambda i: names[i])
-    steps = cpu[named.str.match(STEP.pattern)]
+    is_step = named.str.match(STEP.pattern)
+    steps = cpu[is_step]
     windows = list(zip(steps["ts"], steps["ts"] + steps["dur"])) or [_span(cpu)]
     comms = cpu[named.str.match(COLLECTIVE.pattern, case=False)]
-    intervals = list(zip(comms["ts"], comms["ts"] + comms["dur"]))
+    # A Python function's span (with_stack) covers its sleeps too: only ops and annotations are work.
+    ops = cpu[~is_step & (cpu["cat"].map(lambda i: names[i]) != "python_function")]
     count = len(windows)
     step_us = sum(end - start for start, end in windows)
-    collective_us = sum(_covered(intervals, start, end) for start, end in windows)
+    collective_us = sum(_covered(_intervals(comms), start, end) for start, end in windows)
+    busy_us = sum(_covered(_intervals(ops), start, end) for start, end in windows)
     by_name = comms.assign(n=named[comms.index]).groupby("n")["dur"].sum().sort_values(ascending=False)
     top = [
         {"rank": rank, "name": str(name), "ms_per_step": round(float(us) / count / 1000, 3)}
@@ -144,9 +150,14 @@ def _rank(rank: int, frame: Any, names: List[str]) -> Tuple[RankFigures, List[Di
         count,
         round(step_us / count / 1000, 3),
         round(collective_us / count / 1000, 3),
-        round((step_us - collective_us) / count / 1000, 3),
+        round((busy_us - collective_us) / count / 1000, 3),
+        round((step_us - busy_us) / count / 1000, 3),
     )
     return figures, top
+
+
+def _intervals(frame: Any) -> List[Tuple[float, float]]:
+    return list(zip(frame["ts"], frame["ts"] + frame["dur"]))
 
 
 def _span(frame: Any) -> Tuple[float, float]:
