@@ -27,9 +27,11 @@ HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # rank r behind HOSTS[r]
 JOB_ID = "77"
 ALERT = "MsMonitorSlowestRank"
 # A slowed rank's sort (16 times --sort-size: ~27 ms here) and the others' work (~3 ms) both fit in a
-# step, so the others wait ~24 ms of the 40 in the all-reduce: in the trace the slow rank computes 2.5
-# times the median, still 1.5 times where a loaded machine and the profiler stretch the others' work
-# to 13 ms (in 20 ms steps and an 8 times bigger sort, that was 1.1: no rank stood out).
+# step, and every rank begins each step at the same instant (train.py pads the ranks of an all-reducing
+# job to the same multiples of 40 ms), so the others wait ~24 ms of the 40 in the all-reduce: in the
+# trace the slow rank computes ~9 times the median, still twice where a loaded machine and the profiler
+# stretch the others' work to 13 ms. (In 20 ms steps and an 8 times bigger sort, idle time then counted
+# as compute, no rank stood out.)
 STEP_MS = 40.0
 ITERATIONS = 2  # steps `dyno respond` traces
 TOKEN = "s3cret-for-the-test"

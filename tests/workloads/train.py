@@ -5,7 +5,11 @@ closes (the test's way to stop it). ``--step-ms`` pads each step to about that l
 ``--import MODULE`` imports a framework extension after torch, as a user's script does
 (``import torch_npu``). ``--process-group URL`` first joins a gloo process group there (``file://…``;
 RANK and WORLD_SIZE from the environment); with ``--all-reduce`` each step then all-reduces the loss,
-and a stop told to any rank stops every rank after the same step (none waits for a peer gone).
+and a stop told to any rank stops every rank after the same step (none waits for a peer gone), and
+the ranks pad their steps to the same instants, multiples of ``--step-ms`` on the wall clock: each step
+begins on every rank together, whatever delayed one rank before (a trace's start, a starved core), so a
+rank slowed makes the others wait in the all-reduce, as in a job with no slack. Padded each from its own
+start, the ranks would keep whatever offset they drifted to, and which rank waits would be chance.
 ``--report-steps FILE`` writes, on the way out, each step's wall-clock start and the time its work took
 (the padding excluded) as JSON, for benchmarks; without it nothing is recorded.
 ``--slow-file FILE`` adds one ``torch.sort`` (``aten::sort``) of ``--sort-size`` numbers to each step,
@@ -92,6 +96,14 @@ def train_step():
             stop.set()
 
 
+def pad_s(begin: float) -> float:
+    """How long to wait so that the next step begins on time (the module's docstring says when)."""
+    step_s = args.step_ms / 1000
+    if args.all_reduce and step_s > 0:
+        return step_s - time.time() % step_s
+    return max(0.0, step_s - (time.monotonic() - begin))
+
+
 # (wall-clock start in s, work in s) per step, only when asked for.
 record = [] if args.report_steps else None
 for step in range(args.max_steps):
@@ -108,7 +120,7 @@ for step in range(args.max_steps):
     if stop.is_set():
         break
     # Pad to the requested step time; the wait also returns at once when the test says stop.
-    stop.wait(max(0.0, args.step_ms / 1000 - (time.monotonic() - begin)))
+    stop.wait(pad_s(begin))
 if record is not None:
     with open(args.report_steps, "w") as f:
         json.dump({"step_ms": args.step_ms, "steps": [{"t": t, "work_s": w} for t, w in record]}, f)
