@@ -3,6 +3,7 @@
 EXIT_FAILED = 1  # the daemon answered that the command was ineffective or failed
 EXIT_USAGE = 2  # bad arguments (also what argparse uses)
 EXIT_UNREACHABLE = 3  # no daemon answered at --hostname:--port
+EXIT_INTERRUPTED = 130  # Ctrl-C while following a trace (which goes on): 128 + SIGINT, as a shell says
 
 
 class CliError(Exception):

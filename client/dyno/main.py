@@ -12,10 +12,12 @@ exit code. Everything printed passes :func:`~dyno.output.escaped_terminal`; a re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from typing import NoReturn, Optional, Sequence
+import threading
+from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
 from msmonitor_plugin.vocabulary import DEFAULT_PORT
 
@@ -90,15 +92,55 @@ GLOBAL_FLAGS = (
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    with escaped_terminal():
+    with _ctrl_c_remembered() as pressed:
         try:
-            _dyno(sys.argv[1:] if argv is None else argv)
-            sys.stdout.flush()  # here, not at exit: a reader gone is seen where it is handled
-        except CliError as exc:
-            print(f"dyno: {exc}", file=sys.stderr)
-            sys.exit(exc.exit_code)
-        except BrokenPipeError:
-            _reader_gone()
+            with escaped_terminal():
+                try:
+                    _dyno(sys.argv[1:] if argv is None else argv)
+                    sys.stdout.flush()  # here, not at exit: a reader gone is seen where it is handled
+                except CliError as exc:
+                    if pressed():  # a failure the Ctrl-C caused (a call cut short): the stop is the news
+                        _interrupted()
+                    print(f"dyno: {exc}", file=sys.stderr)
+                    sys.exit(exc.exit_code)
+                except BrokenPipeError:
+                    _reader_gone()
+        except (KeyboardInterrupt, Exception) as exc:
+            if isinstance(exc, KeyboardInterrupt) or pressed():
+                _interrupted()
+            raise
+
+
+@contextlib.contextmanager
+def _ctrl_c_remembered() -> Iterator[Callable[[], bool]]:
+    """While dyno runs, Ctrl-C raises KeyboardInterrupt as Python's own handler does, and is remembered:
+    it does not always arrive as KeyboardInterrupt (one that lands while gRPC's Cython core is being
+    imported surfaces as an ImportError). Yields whether it was pressed."""
+    if threading.current_thread() is not threading.main_thread():  # dyno called in-process, off main
+        yield lambda: False
+        return
+    pressed = threading.Event()
+
+    def remember(signum: int, frame: Any) -> None:
+        pressed.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, remember)
+    try:
+        yield pressed.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C where dyno has nothing of its own to say (a wait for the daemon, a wait for processes):
+    end as a program SIGINT ended, without Python's traceback. Ended by the signal itself, not an exit
+    status, so that a shell loop running dyno stops too (bash tells the two apart)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(128 + signal.SIGINT)  # not reached: the signal ends the process
 
 
 def _reader_gone() -> NoReturn:

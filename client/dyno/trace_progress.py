@@ -16,7 +16,8 @@ import grpc
 from dynoproto import dynolog_pb2 as pb
 
 from .connection import connect
-from .exits import EXIT_FAILED, CliError
+from .exits import EXIT_FAILED, EXIT_INTERRUPTED, CliError
+from .interrupt import cancelled_on_interrupt
 from .output import rank_text, size_text, table
 from .target import Target
 
@@ -34,18 +35,26 @@ def watch(
     seen: Dict[int, int] = {}
     prefix = f"{label} " if label else ""
     with connect(target, "dyno trace") as stub:
-        try:
-            for info in stub.WatchTrace(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout):
-                last = info
+        stream = stub.WatchTrace(pb.GetTraceRequest(trace_id=trace_id), timeout=timeout)
+        with cancelled_on_interrupt(stream) as stopped:
+            try:
+                for info in stream:
+                    last = info
+                    if not quiet:
+                        _progress(info, seen, prefix)
+                    if info.done or time.monotonic() > deadline:
+                        break
+            except grpc.RpcError as exc:
+                if stopped(exc):
+                    raise CliError(
+                        f"stopped following trace {trace_id} (Ctrl-C); the trace goes on: "
+                        f"dyno trace {trace_id} shows it, dyno trace {trace_id} --cancel cancels it",
+                        EXIT_INTERRUPTED,
+                    ) from None
+                if not (isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
                 if not quiet:
-                    _progress(info, seen, prefix)
-                if info.done or time.monotonic() > deadline:
-                    break
-        except grpc.RpcError as exc:
-            if not (isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise
-            if not quiet:
-                print(f"dyno: {prefix}--wait-timeout: gave up after {timeout:.0f}s", file=sys.stderr)
+                    print(f"dyno: {prefix}--wait-timeout: gave up after {timeout:.0f}s", file=sys.stderr)
     if last is None:
         raise CliError(f"the daemon has no trace {trace_id}", EXIT_FAILED)
     return last
