@@ -132,7 +132,7 @@ def _rank(rank: int, frame: Any, names: List[str]) -> Tuple[RankFigures, List[Di
     named = cpu["name"].map(lambda i: names[i])
     is_step = named.str.match(STEP.pattern)
     steps = cpu[is_step]
-    windows = list(zip(steps["ts"], steps["ts"] + steps["dur"])) or [_span(cpu)]
+    windows = _intervals(steps) or [_span(cpu)]
     comms = cpu[named.str.match(COLLECTIVE.pattern, case=False)]
     # A Python function's span (with_stack) covers its sleeps too: only ops and annotations are work.
     ops = cpu[~is_step & (cpu["cat"].map(lambda i: names[i]) != "python_function")]
