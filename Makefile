@@ -50,7 +50,7 @@ test-py38:
 		if [ -n "$$CI" ]; then echo "python3.8 is required in CI for the plugin's tests"; exit 1; fi; \
 		echo "python3.8 not found: skipping the plugin's 3.8 tests"; \
 	else \
-		$(PY38) -m compileall -q plugin/msmonitor_plugin && \
+		$(PY38) -m compileall -q plugin/msmonitor_plugin plugin/msmonitor_contract && \
 		PYTHONPATH=plugin $(PY38) -m unittest discover -s tests/plugin -q; \
 	fi
 
@@ -79,7 +79,7 @@ test-py39: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy -p dynolog -p dyno -p dynocerts -p dynoproto -p msmonitor_plugin
+	$(VENV)/bin/mypy -p dynolog -p dyno -p dynocerts -p dynoproto -p msmonitor_plugin -p msmonitor_contract
 
 proto: $(STAMP)
 	$(PY) scripts/gen_proto.py

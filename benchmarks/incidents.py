@@ -35,9 +35,9 @@ from _bench import REPO, Figure, clean_env, report
 from dynolog.incidents.detector import Detector, Settings, Who
 from dynolog.kinds.npumonitor import AutoTraceRule, NpuMonitorCommand
 from monitor_daemon import hello
-from msmonitor_plugin import wire
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_contract import wire
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import Report
 
 SLOWDOWNS = (0.10, 0.25, 0.50)
 # The daemon's configurations measured: its floor, the Kubernetes deployment's, and every sink on.

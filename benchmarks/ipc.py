@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from _bench import Figure, cpu_seconds, report, running_daemon, summarize_ns
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 REPLY_TIMEOUT_S = 1.0  # far beyond any healthy reply; a miss is counted, not waited on forever
 MAX_ROUND_TRIPS = 1_000_000

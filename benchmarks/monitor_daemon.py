@@ -78,12 +78,12 @@ from _bench import (
     report,
     running_daemon,
 )
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import Report
+from msmonitor_contract.vocabulary import CommandKind, MonitorState
 from msmonitor_plugin.link import UNSENT_RETRY_S, Backoff
 from msmonitor_plugin.monitor.aggregate import Aggregator
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import Report
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState
 
 PROCESSES = 64
 NAMES_PER_KIND = 40

@@ -26,12 +26,11 @@ import time
 from typing import List, Tuple
 
 from _bench import Figure, report
+from msmonitor_contract.activity import HOST, Kind
 from msmonitor_plugin.monitor.msprof_db import SqliteWriter
 from msmonitor_plugin.monitor.records import (
-    HOST,
     CommunicationExtras,
     HostExtras,
-    Kind,
     MarkerExtras,
     MemoryExtras,
     Record,

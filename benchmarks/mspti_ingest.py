@@ -49,11 +49,11 @@ sys.path.insert(0, str(REPO / "tests" / "fake_mspti"))
 import fake_mspti_build
 from mspti_synth import BASE_NS, BufferBuilder, Strings
 
+from msmonitor_contract.activity import Kind
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.backends import Collector, MsptiBackend, StrideCheck
 from msmonitor_plugin.monitor.layouts import BufferParser, NameTable
 from msmonitor_plugin.monitor.mspti import DEFAULT_BUFFER_BYTES, MsptiLibrary, load_library
-from msmonitor_plugin.monitor.records import Kind
 
 BUFFER_BYTES = 8 * 1024 * 1024
 GOAL = ">= 2000000"

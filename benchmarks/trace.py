@@ -54,11 +54,11 @@ from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import KINETO_1S_CONFIG
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import TraceSession
 from msmonitor_plugin.trace.spec import parse
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 from step import time_calls
 
 PROBE = BENCH_DIR / "_trace_probe.py"

@@ -14,7 +14,7 @@ import pytest
 
 import legacy_cli as cli
 from harness import Daemon, Workload, trainer, wait_until
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 
 def phase(daemon: Daemon, trace_id: str) -> Dict[str, Any]:

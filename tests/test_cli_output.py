@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import BIN, Daemon, stop_process, wait_until
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 from test_ipc_hostile import Client
 
 # Retitles the terminal window, then moves the cursor up and erases the line: a process (or a controller)

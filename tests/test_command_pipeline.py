@@ -19,8 +19,8 @@ from dynolog.model import CommandResult, Targets
 from dynolog.pipeline import CommandPipeline
 from dynolog.registry import ClientKind, ProcessRecord, Registry
 from dynolog.traces import TraceStore
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
     MonitorState,

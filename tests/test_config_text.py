@@ -10,12 +10,12 @@ from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
 from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.vocabulary import CommandKind
 from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.monitor.config import MonitorConfig
-from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.trace.spec import parse
-from msmonitor_plugin.vocabulary import CommandKind
 
 # What msMonitor's dyno sends for `nputrace --start-step 120 --iterations 3 --record-shapes --analyse
 # --rank-list 0,1` (reference/msmonitor.md §2.2): torch_npu and MindSpore parse exactly this.

@@ -8,8 +8,8 @@ from typing import List, Tuple
 from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
 from dynolog.registry import ClientKind, Registry
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind
 
 PID = 3_200_000  # no such process: /proc has nothing to contradict the claims
 ADDRESS = b"\0delivery-test\0"

@@ -34,10 +34,10 @@ from dynolog.sinks import ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build
 from harness import BIN, REPO, Daemon, Workload, drain, free_port, read_line_until, stop_process, wait_until
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import VERSION as REPORT_VERSION
+from msmonitor_contract.report import Report
 from msmonitor_plugin import identity
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import VERSION as REPORT_VERSION
-from msmonitor_plugin.monitor.report import Report
 from peers import ALERTING_ENGINES, need
 
 DEPLOY = REPO / "deploy"

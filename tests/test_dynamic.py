@@ -14,8 +14,8 @@ from typing import Any, Dict, List
 import pytest
 
 from harness import BIN, Daemon, Workload, read_line_until, stop_process, trainer, wait_until
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import TracePhase
 from wire_peer import PluginPeer
 
 pytestmark = pytest.mark.torch

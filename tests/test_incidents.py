@@ -27,8 +27,8 @@ from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink
 from dynoproto import SERVICE, validate
 from dynoproto import dynolog_pb2 as pb
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import KindStat, NameStat, Report
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import KindStat, NameStat, Report
 
 RULE = Rule(slowdown=0.25, for_intervals=3, window=10, min_samples=5)
 SETTINGS = Settings(window=10, warmup=2, min_samples=5, min_total_ns=0)

@@ -9,8 +9,8 @@ import struct
 
 from dynolog.traces import MAX_TRACES
 from harness import Daemon, wait_until
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import TracePhase
 
 GARBAGE = [
     b"",  # empty datagram

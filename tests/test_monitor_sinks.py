@@ -22,8 +22,8 @@ from dynolog.sinks.jsonl import JsonlSink, beside
 from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink
 from fake_mspti import fake_mspti_build
+from msmonitor_contract.activity import HOST
 from msmonitor_plugin.monitor import ChunkAssembler, Kind, Monitor, MonitorConfig, Report
-from msmonitor_plugin.monitor.records import HOST
 
 PROCESS = ProcessLabels(host="node1", job="77", rank=3, pid=4242)
 

@@ -25,7 +25,7 @@ from harness import (
     trainer,
     wait_until,
 )
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 from wire_peer import PluginPeer
 
 pytestmark = pytest.mark.torch

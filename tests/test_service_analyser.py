@@ -29,7 +29,7 @@ import pytest
 
 import peers
 from harness import BIN
-from msmonitor_plugin.service_profiler import schema
+from msmonitor_contract import service_tables
 
 SOURCE, PYTHON = peers.MINDIE_ANALYSER_SOURCE, peers.MINDIE_ANALYSER_PYTHON
 
@@ -97,17 +97,18 @@ def as_mindie_83(recording: Path, prof: Path) -> None:
     with contextlib.closing(sqlite3.connect(recording)) as src, contextlib.closing(
         sqlite3.connect(copy)
     ) as dst:
-        dst.execute(schema.MSTX.create())
-        dst.execute(schema.META_83.create())
-        dst.executemany(schema.META_83.insert(), src.execute("SELECT name, value FROM Meta"))
+        dst.execute(service_tables.MSTX.create())
+        dst.execute(service_tables.META_83.create())
+        dst.executemany(service_tables.META_83.insert(), src.execute("SELECT name, value FROM Meta"))
         marks = src.execute(
             "SELECT id, timestamp, duration, name, cat, args, pid, tid FROM slice ORDER BY id"
         )
         for mark_id, ts, duration, name, domain, args, pid, tid in marks.fetchall():
             message = {"domain": domain, "name": name, **json.loads(args)}
-            flag = schema.SPAN_FLAG if message["type"] == 2 else 1
+            flag = service_tables.SPAN_FLAG if message["type"] == 2 else 1
             dst.execute(
-                schema.MSTX.insert(), (json.dumps(message), flag, mark_id, ts, ts + duration, pid, tid)
+                service_tables.MSTX.insert(),
+                (json.dumps(message), flag, mark_id, ts, ts + duration, pid, tid),
             )
         dst.commit()
 

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 import pytest
 
 from harness import BIN, read_line_until
-from msmonitor_plugin.service_profiler import schema
+from msmonitor_contract import service_tables
 
 # Epoch ns: 1970-01-12 21:46:40 in Shanghai, the analyser's time zone; below 2**53, so that the floats
 # the analyser computes in are exact and the expected figures can be worked out by hand.
@@ -38,13 +38,13 @@ def write_26(path: Path, host: str, marks: Sequence[Mark], meta: Sequence[Tuple[
     path.parent.mkdir(parents=True, exist_ok=True)
     pid = int(path.stem.rpartition("-")[2])
     db = sqlite3.connect(path)
-    for table in schema.SERVICE_TABLES:
+    for table in service_tables.SERVICE_TABLES:
         db.execute(table.create())
-    db.executemany(schema.META.insert(), [("hostname", host, ""), *((k, v, "") for k, v in meta)])
+    db.executemany(service_tables.META.insert(), [("hostname", host, ""), *((k, v, "") for k, v in meta)])
     for name, domain, start, duration, tid, message in marks:
         ts, dur = T0 + int(start * MS), int(duration * MS)
         row = (ts, dur, name, 0, tid, domain, json.dumps(message), "", ts + dur, "", pid, tid)
-        db.execute(schema.SLICE.insert(), row)
+        db.execute(service_tables.SLICE.insert(), row)
     db.commit()
     db.close()
 
@@ -53,12 +53,12 @@ def write_83(path: Path, host: str, rows: Sequence[Tuple[str, int, float, float,
     """A MindIE 8.3 recording: Mstx (message, flag 1 mark / 2 span, ...) and Meta(name, value)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
-    db.execute(schema.MSTX.create())
-    db.execute(schema.META_83.create())
-    db.execute(schema.META_83.insert(), ("hostname", host))
+    db.execute(service_tables.MSTX.create())
+    db.execute(service_tables.META_83.create())
+    db.execute(service_tables.META_83.insert(), ("hostname", host))
     for i, (message, flag, start, duration, tid) in enumerate(rows):
         ts = T0 + int(start * MS)
-        db.execute(schema.MSTX.insert(), (message, flag, i, ts, ts + int(duration * MS), 300, tid))
+        db.execute(service_tables.MSTX.insert(), (message, flag, i, ts, ts + int(duration * MS), 300, tid))
     db.commit()
     db.close()
 
@@ -67,7 +67,7 @@ def write_legacy(path: Path) -> None:
     """This project's earlier layout: events and metrics in tables of their own."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
-    for table in schema.LEGACY_TABLES:
+    for table in service_tables.LEGACY_TABLES:
         db.execute(table.create())
     db.execute("INSERT INTO meta VALUES ('hostname', 'nodeC', ?)", (T0,))
     db.execute("INSERT INTO events VALUES ('httpReq', 'Request', ?, 31, 'r5', '{}')", (T0 + 40 * MS,))
@@ -130,10 +130,12 @@ def prof_dir(tmp_path: Path) -> Path:
     write_26(trace / "ms_service_nodeA-100.db", "nodeA", FRONTEND)
     write_26(trace / "ms_service_nodeA-200.db", "nodeA", ENGINE, meta=[("dpRankId", "0")])
     operators = sqlite3.connect(trace / "ascend_service_profiler_nodeA-200.db")
-    for table in schema.OPERATOR_TABLES:
+    for table in service_tables.OPERATOR_TABLES:
         operators.execute(table.create())
-    operators.execute(schema.API.insert(), ("aclnnMatmul", T0 + 7 * MS, T0 + 8 * MS, 22, 1))
-    operators.execute(schema.KERNEL.insert(), ("MatMul", "KERNEL_AICORE", T0 + 8 * MS, T0 + 9 * MS, 0, 2, 1))
+    operators.execute(service_tables.API.insert(), ("aclnnMatmul", T0 + 7 * MS, T0 + 8 * MS, 22, 1))
+    operators.execute(
+        service_tables.KERNEL.insert(), ("MatMul", "KERNEL_AICORE", T0 + 8 * MS, T0 + 9 * MS, 0, 2, 1)
+    )
     operators.commit()
     operators.close()
     write_83(root / "1115-0614" / "ms_service_nodeB-300.db", "nodeB", MINDIE_83)  # 8.3: no Trace_Service

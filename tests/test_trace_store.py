@@ -13,8 +13,8 @@ from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
 from dynolog.registry import ProcessRecord, Registry
 from dynolog.traces import Trace, TraceStore
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind, TracePhase, TraceState
 
 PID = 3_100_000  # no such process: /proc has nothing to contradict the plugin's claims
 SENDER = Sender(b"\0t\0", PID, 0)

@@ -14,7 +14,7 @@ import legacy_cli as cli
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, Workload, trainer, wait_until
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 pytestmark = pytest.mark.torch
 

@@ -7,7 +7,7 @@ import socket
 from typing import Sequence
 
 from harness import Daemon
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 
 class PluginPeer:

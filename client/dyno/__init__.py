@@ -6,6 +6,6 @@ import os
 # instead (connection.transport_failure). Set before anything imports grpc; GRPC_VERBOSITY still wins.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from msmonitor_plugin import __version__
+from msmonitor_contract import __version__
 
 __all__ = ["__version__"]

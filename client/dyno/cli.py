@@ -31,7 +31,7 @@ from typing import (
     Union,
 )
 
-from msmonitor_plugin.vocabulary import FLAG_NAMES, split_list
+from msmonitor_contract.vocabulary import FLAG_NAMES, split_list
 
 from .exits import EXIT_USAGE, CliError
 from .target import Target

@@ -36,7 +36,7 @@ from typing import IO, Any, Callable, Iterable, List, NamedTuple, Optional, Sequ
 import grpc
 
 from dynoproto import dynolog_pb2 as pb
-from msmonitor_plugin.vocabulary import MONITOR_FILE
+from msmonitor_contract.vocabulary import MONITOR_FILE
 
 from . import fanout
 from .connection import connect, rpc_error

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
-from msmonitor_plugin.vocabulary import DEFAULT_PORT
+from msmonitor_contract.vocabulary import DEFAULT_PORT
 
 from . import __version__
 from .cli import Flag, dispatch, group_parser

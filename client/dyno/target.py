@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple, Optional
 
-from msmonitor_plugin.vocabulary import DEFAULT_PORT
+from msmonitor_contract.vocabulary import DEFAULT_PORT
 
 NO_CERTS = "NO_CERTS"
 KEY_PASSWORD_ENV = "DYNO_KEY_PASSWORD"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_contract.vocabulary import TracePhase
 
 from .delivery import Delivery
 from .registry import ProcessRecord, Registry

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
-from msmonitor_plugin.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
+from msmonitor_contract.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
 from . import __version__
 

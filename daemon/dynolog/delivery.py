@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind
 
 from .ipc import IpcEndpoint
 from .registry import ClientKind, ProcessRecord

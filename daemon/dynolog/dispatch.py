@@ -9,7 +9,7 @@ import logging
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 from . import __version__
 from .clients import polling

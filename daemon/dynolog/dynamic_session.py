@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, List, Optional, Set, Union
 
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
     DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
     CommandKind,

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from typing import AsyncIterator, BinaryIO, Iterable, Iterator, List, Optional, Protocol, Sequence
 
-from msmonitor_plugin.vocabulary import TracePhase
+from msmonitor_contract.vocabulary import TracePhase
 
 from .paths import check_output_path
 from .traces import ProcessTrace, Trace

@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, List, Optional, Tuple, Union
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 log = logging.getLogger("dynolog.ipc")
 

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Type, TypeVar
 
-from msmonitor_plugin import configtext
+from msmonitor_contract import configtext
 
 from .model import Targets, from_fields
 

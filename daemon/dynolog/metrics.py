@@ -12,9 +12,9 @@ import json
 import socket
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.monitor.records import HOST, Kind
-from msmonitor_plugin.monitor.report import (
+from msmonitor_contract import wire
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.report import (
     MAX_DEVICE,
     ChunkAssembler,
     KindStat,

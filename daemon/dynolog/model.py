@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Type, TypeVar
 
-from msmonitor_plugin.vocabulary import Reason
+from msmonitor_contract.vocabulary import Reason
 
 from .registry import ProcessRecord
 from .traces import TraceSlot

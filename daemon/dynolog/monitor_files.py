@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from msmonitor_plugin.vocabulary import MONITOR_FILE, MonitorState
+from msmonitor_contract.vocabulary import MONITOR_FILE, MonitorState
 
 from . import targeting
 from .fetch import Entry, refusal

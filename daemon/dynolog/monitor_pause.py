@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Dict, Mapping, Optional, Protocol, Set, Tuple, TypeVar
 
-from msmonitor_plugin.vocabulary import MONITOR_HOLDER, MonitorState
+from msmonitor_contract.vocabulary import MONITOR_HOLDER, MonitorState
 
 from . import targeting
 from .kinds.npumonitor import NpuMonitor, NpuMonitorCommand

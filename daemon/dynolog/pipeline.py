@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar, Generic, Optional, Protocol, TypeVar
 
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
     MonitorState,

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-from msmonitor_plugin import identity, wire
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TraceState
+from msmonitor_contract import pids, wire
+from msmonitor_contract.vocabulary import CommandKind, MonitorState, TraceState
 
 from .changed import Changed
 from .ipc import Sender
@@ -160,7 +160,7 @@ class Registry:
                 host_pid=host_pid,
                 pid=inner_pid(host_pid, pid),
                 uid=sender.uid,
-                host_ancestors=tuple(identity.ancestors(host_pid)),
+                host_ancestors=tuple(pids.ancestors(host_pid)),
             )
             record.clients.add(kind)  # what it is decides whether it folds
             record = self._fold(record)

@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from dynocerts.keys import PasswordSource
 from dynocerts.material import CertsError
 from dynoproto import SERVICE
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 from . import __version__, ipc, logs
 from .auth import AccessPolicy, AuthInterceptor, RefusalLog

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, OrderedDict, Set, Tuple
 
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase, TraceState
+from msmonitor_contract.vocabulary import CommandKind, TracePhase, TraceState
 
 from .changed import Changed
 from .registry import ProcessRecord

@@ -12,7 +12,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Optional
 
-from ._version import __version__
+from msmonitor_contract import __version__
+
 from .steps import StepCounter
 
 if TYPE_CHECKING:

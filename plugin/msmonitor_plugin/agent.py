@@ -8,7 +8,10 @@ import logging.handlers
 import os
 from typing import TYPE_CHECKING, Hashable, Iterable, List, Mapping, Optional, Tuple
 
-from . import identity, torch_hook, wire
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind
+
+from . import identity, torch_hook
 from .kinds import FRAMEWORK_TRACES, TRACES
 from .link import DaemonLink
 from .monitor_handler import MonitorHandler
@@ -16,7 +19,6 @@ from .router import CommandRouter
 from .slot import ProfilerSlot
 from .steps import StepCounter
 from .trace.session import Tracer
-from .vocabulary import CommandKind
 
 if TYPE_CHECKING:
     from .service_profiler.source import ServiceSource

@@ -9,39 +9,14 @@ import sys
 from types import ModuleType
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ._version import __version__
-from .vocabulary import split_list
-from .wire import Hello
-
-MAX_ANCESTORS = 10  # as Kineto: the daemon matches --pids against this chain
+from msmonitor_contract import __version__
+from msmonitor_contract.pids import ancestors
+from msmonitor_contract.vocabulary import split_list
+from msmonitor_contract.wire import Hello
 
 # Framework modules whose presence names the backend, most specific first.
 _BACKENDS = (("torch_npu", "torch_npu"), ("mindspore", "mindspore"), ("torch", "torch"))
 _DEVICE_ENV = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
-def ancestors(pid: int) -> List[int]:
-    """Parent, grandparent, … up to :data:`MAX_ANCESTORS`, stopping before pid 1 (as Kineto does)."""
-    chain: List[int] = []
-    current = pid
-    while len(chain) < MAX_ANCESTORS:
-        parent = _parent_of(current)
-        if parent <= 1:
-            break
-        chain.append(parent)
-        current = parent
-    return chain
-
-
-def _parent_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    # The command name may contain spaces and parentheses: the fields start after the last ')'.
-    rest = stat[stat.rfind(b")") + 2 :].split()
-    return int(rest[1]) if len(rest) > 1 else 0
 
 
 def _env_int(env: Mapping[str, str], *names: str, default: int = -1) -> int:

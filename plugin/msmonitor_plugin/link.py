@@ -19,7 +19,8 @@ import time
 import uuid
 from typing import Callable, Deque, Hashable, List, Optional, Tuple
 
-from . import wire
+from msmonitor_contract import wire
+
 from .throttled import Throttled
 
 log = logging.getLogger("msmonitor_plugin")

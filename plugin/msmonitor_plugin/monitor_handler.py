@@ -15,13 +15,15 @@ import os
 import socket
 from typing import Callable, Mapping, Optional
 
-from . import configtext, identity, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.report import Report
+from msmonitor_contract.vocabulary import MONITOR_HOLDER, MonitorState, msmonitor_socket_dir
+
+from . import identity
 from .monitor.config import ConfigError, MonitorConfig
 from .monitor.engine import Monitor
-from .monitor.report import Report
 from .slot import ProfilerSlot
 from .steps import AtNextStep
-from .vocabulary import MONITOR_HOLDER, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 

@@ -22,11 +22,17 @@ import uuid
 from typing import Dict, Mapping, Optional
 
 import msmonitor_plugin
+from msmonitor_contract import pids, wire
+from msmonitor_contract.vocabulary import (
+    MSMONITOR_SOCKET_DIR_ENV,
+    CommandKind,
+    MonitorState,
+    msmonitor_socket_dir,
+)
 
-from . import identity, wire
+from . import identity
 from .kinds import FRAMEWORK_TRACES
 from .monitor_handler import MonitorHandler
-from .vocabulary import MSMONITOR_SOCKET_DIR_ENV, CommandKind, MonitorState, msmonitor_socket_dir
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -211,7 +217,7 @@ class PyDynamicMonitorProxy:
     @staticmethod
     def _pids() -> tuple:
         pid = os.getpid()
-        return (pid, *identity.ancestors(pid))
+        return (pid, *pids.ancestors(pid))
 
     def _send_status(self, msg_type: str, value: int, steps: Optional[Dict[str, int]] = None) -> None:
         channel = self._channel

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Dict, Iterable, List
 
-from . import wire
-from .vocabulary import CommandKind
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind
 
 log = logging.getLogger("msmonitor_plugin")
 

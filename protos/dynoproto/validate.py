@@ -2,7 +2,7 @@
 
 Each rule names the request field (its path in the request, as ``targets.pids``); :func:`flag_name`
 turns it into the CLI flag for messages, from the table dyno declares its flags with
-(``msmonitor_plugin.vocabulary.FLAG_NAMES``).
+(``msmonitor_contract.vocabulary.FLAG_NAMES``).
 Values end up in ``KEY=VALUE`` config text that torch_npu splits on ``=`` and newlines, so no value
 may contain either.
 
@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, List, Sequence
 
 from google.protobuf.message import Message
 
-from msmonitor_plugin.vocabulary import DEFAULT_TOP_N, FLAG_NAMES, MAX_TOP_N
+from msmonitor_contract.vocabulary import DEFAULT_TOP_N, FLAG_NAMES, MAX_TOP_N
 
 from . import dynolog_pb2 as pb
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Tuple
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 STALL_S = 5.0
 POOL = 3000

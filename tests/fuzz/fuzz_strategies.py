@@ -16,7 +16,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from dynoproto import validate
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 # Every message class carried as JSON, and what the compatibility types unpack into.
 JSON_MESSAGES: List[Type[wire.JsonMessage]] = [

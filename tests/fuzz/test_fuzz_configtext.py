@@ -10,8 +10,8 @@ from fuzz_strategies import INT64, LINE_BREAKS, config_safe, scaled, tricky_text
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msmonitor_plugin import configtext
-from msmonitor_plugin.configtext import BOOL, FLOAT, INT, LIST, OPTIONAL_TEXT, TEXT, Codec, ConfigTextError
+from msmonitor_contract import configtext
+from msmonitor_contract.configtext import BOOL, FLOAT, INT, LIST, OPTIONAL_TEXT, TEXT, Codec, ConfigTextError
 from msmonitor_plugin.kinds import dynamic, gputrace, npumonitor, nputrace
 
 TABLES = {

@@ -42,7 +42,7 @@ from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from dynoproto import validate
 from harness import Daemon, Workload, wait_until
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 FLOOD = Path(__file__).resolve().parent / "flood.py"
 NOBODY = 65534

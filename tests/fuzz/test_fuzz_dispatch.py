@@ -22,8 +22,8 @@ from dynolog.model import MsMonitorStatus, Targets
 from dynolog.node import Node
 from dynolog.registry import ClientKind, Registry
 from dynolog.rpc import convert
-from msmonitor_plugin import wire
-from msmonitor_plugin.monitor.report import ChunkAssembler, ReportError
+from msmonitor_contract import wire
+from msmonitor_contract.report import ChunkAssembler, ReportError
 
 UID = os.getuid()
 # Senders the kernel could report: this process and its parent (both alive, so the registry keeps

@@ -20,11 +20,11 @@ from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import validate
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind
 from msmonitor_plugin.kinds.base import TraceSpec
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
 from msmonitor_plugin.trace import spec as trace_spec
-from msmonitor_plugin.vocabulary import CommandKind
 
 npu_traces = messages(pb.NpuTraceRequest, NPU_TRACE)
 gpu_traces = messages(pb.GpuTraceRequest, GPU_TRACE)

@@ -24,7 +24,7 @@ from fuzz_strategies import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 type_names = st.text(
     st.characters(min_codepoint=1, max_codepoint=127), min_size=1, max_size=wire.TYPE_SIZE - 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from msmonitor_contract.activity import Kind
 from msmonitor_plugin.monitor.layouts import LAYOUTS, MARKER_STRUCT
-from msmonitor_plugin.monitor.records import Kind
 
 BASE_NS = 1_775_186_328_012_443_375
 

@@ -11,14 +11,14 @@ import unittest
 
 from test_trace_session import RecorderStandIn
 
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace import prof, session
 from msmonitor_plugin.trace.recorders import Recorder
 from msmonitor_plugin.trace.session import Tracer
 from msmonitor_plugin.trace.spec import parse
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
 def start_command(window="w1", **keys):

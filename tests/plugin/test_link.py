@@ -12,7 +12,8 @@ import time
 import unittest
 from unittest import mock
 
-from msmonitor_plugin import identity, wire
+from msmonitor_contract import wire
+from msmonitor_plugin import identity
 from msmonitor_plugin import link as link_module
 from msmonitor_plugin.link import ABSENT_RETRY_S, MAX_HEARTBEAT_S, DaemonLink
 

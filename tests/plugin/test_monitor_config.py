@@ -2,11 +2,11 @@
 
 import unittest
 
-from msmonitor_plugin import configtext
+from msmonitor_contract import configtext
+from msmonitor_contract.activity import Kind
 from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 from msmonitor_plugin.monitor.config import ConfigError, ExportType, MonitorConfig
 from msmonitor_plugin.monitor.filters import Filter
-from msmonitor_plugin.monitor.records import Kind
 
 BASE = {
     "NPU_MONITOR_START": "true",

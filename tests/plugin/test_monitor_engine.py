@@ -6,12 +6,13 @@ import threading
 import time
 import unittest
 
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.vocabulary import MonitorState
 from msmonitor_plugin.monitor.backends import NoBackend
 from msmonitor_plugin.monitor.config import MonitorConfig
 from msmonitor_plugin.monitor.engine import Monitor
-from msmonitor_plugin.monitor.records import HOST, HostExtras, Kind, MarkerExtras, Record
+from msmonitor_plugin.monitor.records import HostExtras, MarkerExtras, Record
 from msmonitor_plugin.monitor.torch_backend import SELF_TIME_TYPE, Sampler, classify
-from msmonitor_plugin.vocabulary import MonitorState
 
 
 class ScriptedBackend:

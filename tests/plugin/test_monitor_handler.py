@@ -2,7 +2,7 @@
 
 import unittest
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 from msmonitor_plugin.monitor_handler import MonitorHandler
 
 STOP = "\n".join(

@@ -4,6 +4,7 @@ import unittest
 
 from mspti_synth import BASE_NS, BufferBuilder
 
+from msmonitor_contract.activity import HOST, Kind
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.filters import KEEP_ALL, Filter
 from msmonitor_plugin.monitor.layouts import (
@@ -17,12 +18,10 @@ from msmonitor_plugin.monitor.layouts import (
     stride_offsets,
 )
 from msmonitor_plugin.monitor.records import (
-    HOST,
     UNNAMED,
     CommunicationExtras,
     HcclExtras,
     HostExtras,
-    Kind,
     MarkerExtras,
     MemoryExtras,
 )

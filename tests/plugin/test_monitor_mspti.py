@@ -18,21 +18,15 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fake_mspti"))
 import fake_mspti_build
 
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.vocabulary import MonitorState
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.backends import Collector, MsptiBackend
 from msmonitor_plugin.monitor.config import MonitorConfig
 from msmonitor_plugin.monitor.engine import Monitor, MonitorError
 from msmonitor_plugin.monitor.filters import KEEP_ALL, Filter
 from msmonitor_plugin.monitor.mspti import BufferPool, load_library
-from msmonitor_plugin.monitor.records import (
-    HOST,
-    UNNAMED,
-    CommunicationExtras,
-    HcclExtras,
-    Kind,
-    MemoryExtras,
-)
-from msmonitor_plugin.vocabulary import MonitorState
+from msmonitor_plugin.monitor.records import UNNAMED, CommunicationExtras, HcclExtras, MemoryExtras
 
 LIB = ""
 ALL_KINDS = frozenset(Kind)

@@ -4,9 +4,10 @@ import json
 import random
 import unittest
 
+from msmonitor_contract.activity import HOST, OTHER, Kind
+from msmonitor_contract.report import ChunkAssembler, Report, ReportError
 from msmonitor_plugin.monitor.aggregate import Aggregator
-from msmonitor_plugin.monitor.records import HOST, OTHER, Kind, MarkerExtras, Record
-from msmonitor_plugin.monitor.report import ChunkAssembler, Report, ReportError
+from msmonitor_plugin.monitor.records import MarkerExtras, Record
 
 
 def rec(kind, name, duration, device=0, domain=None):

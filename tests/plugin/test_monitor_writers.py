@@ -8,14 +8,8 @@ import threading
 import unittest
 from pathlib import Path
 
-from msmonitor_plugin.monitor.records import (
-    HOST,
-    CommunicationExtras,
-    HostExtras,
-    Kind,
-    MarkerExtras,
-    Record,
-)
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_plugin.monitor.records import CommunicationExtras, HostExtras, MarkerExtras, Record
 from msmonitor_plugin.monitor.writers import (
     JsonlWriter,
     WriterThread,

@@ -10,7 +10,7 @@ import unittest
 from unittest import mock
 
 from IPCMonitor import PyDynamicMonitorProxy
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 from msmonitor_plugin.msmonitor_proxy import POLL_INTERVAL_S, POLL_WAIT_S, _Channel
 
 

@@ -13,15 +13,14 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from msmonitor_contract.activity import HOST, Kind
 from msmonitor_plugin.monitor import db_reader
 from msmonitor_plugin.monitor.db_reader import DbFileError
 from msmonitor_plugin.monitor.msprof_db import EXTRA_TABLES, SqliteWriter, calc_hash_id
 from msmonitor_plugin.monitor.records import (
-    HOST,
     CommunicationExtras,
     HcclExtras,
     HostExtras,
-    Kind,
     MarkerExtras,
     MemoryExtras,
     Record,

@@ -7,13 +7,14 @@ import tempfile
 import threading
 import unittest
 
-from msmonitor_plugin import identity, wire
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import MONITOR_HOLDER, WINDOW_HOLDER, CommandKind, TracePhase
+from msmonitor_plugin import identity
 from msmonitor_plugin.agent import Agent
 from msmonitor_plugin.monitor_handler import MonitorHandler
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.vocabulary import MONITOR_HOLDER, WINDOW_HOLDER, CommandKind, TracePhase
 
 # As service/switch.py names its operator collection.
 SERVICE_OWNER = "the service profiler's operator collection (acl_task_time 3)"

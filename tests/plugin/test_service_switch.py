@@ -12,7 +12,8 @@ import time
 import unittest
 from contextlib import closing
 
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.service_profiler import api, config
@@ -23,7 +24,6 @@ from msmonitor_plugin.service_profiler.watch import FileWatch
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
 def wait(probe, what, timeout=5.0):

@@ -5,9 +5,9 @@ import unittest
 
 from test_trace_session import TracerTestCase, npu_command
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.kinds.base import stop_text
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
 class CancelTest(TracerTestCase):

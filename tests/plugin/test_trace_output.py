@@ -11,12 +11,12 @@ import types
 import unittest
 from unittest import mock
 
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind
 from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.trace.output import open_output
 from msmonitor_plugin.trace.recorders import NpuRecorder, RecorderError, check_output
 from msmonitor_plugin.trace.spec import parse
-from msmonitor_plugin.vocabulary import CommandKind
 
 
 def mode(path):

@@ -4,13 +4,13 @@ import os
 import time
 import unittest
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.configtext import ConfigTextError
+from msmonitor_contract import wire
+from msmonitor_contract.configtext import ConfigTextError
+from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.kinds.gputrace import kineto_output_file
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
 from msmonitor_plugin.trace.spec import parse
-from msmonitor_plugin.vocabulary import CommandKind, TracePhase
 
 
 class RecorderStandIn:

@@ -5,7 +5,7 @@ import socket
 import struct
 import unittest
 
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 # A real capture from torch 2.13 with SLURM_JOB_ID=4242 (reference/kineto.md §3.3).
 KINETO_REQ = bytes.fromhex(

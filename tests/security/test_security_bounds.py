@@ -22,7 +22,7 @@ from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from dynoproto import validate
 from harness import Daemon, wait_until
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from harness import Daemon, wait_until
-from msmonitor_plugin import wire
+from msmonitor_contract import wire
 
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")

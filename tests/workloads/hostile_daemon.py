@@ -37,11 +37,11 @@ import threading
 import time
 from typing import Counter
 
-from msmonitor_plugin import configtext, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.vocabulary import CommandKind
 from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 from msmonitor_plugin.kinds import nputrace as nputrace_keys
-from msmonitor_plugin.vocabulary import CommandKind
 
 MODES = ("flood", "flood-deaf", "garbage")
 SEND_TIMEOUT_S = 0.2  # a blocked send gives up this often, so that the end of stdin is seen

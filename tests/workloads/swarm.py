@@ -89,7 +89,10 @@ from typing import (
     Tuple,
 )
 
-from msmonitor_plugin import configtext, identity, wire
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.vocabulary import DEFAULT_REPORT_INTERVAL_S, CommandKind, MonitorState, timestamp
+from msmonitor_plugin import identity
 from msmonitor_plugin.agent import capabilities
 from msmonitor_plugin.kinds.base import TraceSpec
 from msmonitor_plugin.link import (
@@ -103,11 +106,9 @@ from msmonitor_plugin.link import (
 from msmonitor_plugin.monitor.aggregate import Aggregator, Row
 from msmonitor_plugin.monitor.backends import Collector
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
-from msmonitor_plugin.monitor.records import Kind
 from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
-from msmonitor_plugin.vocabulary import DEFAULT_REPORT_INTERVAL_S, CommandKind, MonitorState, timestamp
 
 TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:  # run as a script: the harness lives one folder up

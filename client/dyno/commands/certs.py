@@ -15,7 +15,7 @@ from dynocerts import material, pki
 from dynocerts.keys import PasswordSource
 from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES
 from dynocerts.policy import Role, Violation, common_name, errors, san_names, when
-from msmonitor_plugin.vocabulary import split_list
+from msmonitor_contract.vocabulary import split_list
 
 from ..cli import Command, Flag
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError

@@ -9,7 +9,7 @@ import sys
 from argparse import Namespace
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
     DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
     DEFAULT_NPU_ACTIVITIES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from msmonitor_plugin.vocabulary import DEFAULT_DURATION_MS, DEFAULT_START_ITERATION_ROUNDUP
+from msmonitor_contract.vocabulary import DEFAULT_DURATION_MS, DEFAULT_START_ITERATION_ROUNDUP
 
 from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill
 from ..target import Target

@@ -8,7 +8,7 @@ from argparse import ArgumentTypeError, Namespace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Sequence, Tuple
 
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
     DEFAULT_REPORT_INTERVAL_S,
@@ -398,7 +398,7 @@ def render(
 def sampled_share(report: pb.MetricsReport) -> float:
     """The part of its interval a report observed when less than all of it (the torch backend's window),
     else 0."""
-    from msmonitor_plugin.monitor.report import sampled_fraction  # watch only: the monitor package is big
+    from msmonitor_contract.report import sampled_fraction  # watch only: the monitor package is big
 
     share = sampled_fraction(report.start_ns, report.end_ns, report.sampled_ns)
     return share if share < 1 else 0.0

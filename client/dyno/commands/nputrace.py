@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract.vocabulary import (
     DEFAULT_AIC_METRICS,
     DEFAULT_DURATION_MS,
     DEFAULT_NPU_ACTIVITIES,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Tuple
 
-from msmonitor_plugin.service_profiler.schema import OPERATOR_PREFIX, SERVICE_PREFIX, TRACE_DIR
+from msmonitor_contract.service_tables import OPERATOR_PREFIX, SERVICE_PREFIX, TRACE_DIR
 
 from .model import Process
 

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
-from msmonitor_plugin.service_profiler import schema
-from msmonitor_plugin.service_profiler.schema import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
+from msmonitor_contract import service_tables
+from msmonitor_contract.service_tables import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
 
 from .discover import ExportError, Inputs, process_from_name
 from .model import (
@@ -215,7 +215,7 @@ def _table_rows(db: _Db, table: str, columns: Sequence[str]) -> Rows:
 
 _TEXT = {"name", "type", "domain", "rid", "attrs", "kind", "scope", "from_rid", "to_rid"}
 _SPANS, _EVENTS, _METRICS, _LINKS = (
-    schema.LEGACY[t].column_names for t in ("spans", "events", "metrics", "links")
+    service_tables.LEGACY[t].column_names for t in ("spans", "events", "metrics", "links")
 )
 _LAYOUTS: Sequence[Tuple[str, Callable[[_Db], bool], Callable[[_Db, Tuple[Process, str]], List[Mark]]]] = (
     ("mindie-26.0", lambda db: db.has("slice", "args", "cat"), _slices),
@@ -246,8 +246,8 @@ def read_service(path: Path) -> Tuple[Process, Recording]:
 
 def read_operator(path: Path, process: Process) -> Recording:
     with _open(path) as db:
-        api = _table_rows(db, "api", schema.API.column_names)
-        kernel = _table_rows(db, "kernel", schema.KERNEL.column_names)
+        api = _table_rows(db, "api", service_tables.API.column_names)
+        kernel = _table_rows(db, "kernel", service_tables.KERNEL.column_names)
     return Recording(
         api=[Api(process, *row) for row in api], kernel=[Kernel(process, *row) for row in kernel]
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase, TraceState
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import TracePhase, TraceState
 
 from ..registry import ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceStore

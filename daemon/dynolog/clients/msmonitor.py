@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind, MonitorState, TracePhase, TraceState
 
 from ..ipc import Sender
 from ..registry import ClientKind, ProcessRecord, Registry

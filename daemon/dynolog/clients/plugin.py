@@ -8,8 +8,8 @@ import logging
 import os
 from typing import Optional
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import CommandKind, MonitorState, TracePhase, TraceState, trace_holder
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import CommandKind, MonitorState, TracePhase, TraceState, trace_holder
 
 from ..delivery import Delivery
 from ..ipc import Sender

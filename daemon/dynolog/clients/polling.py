@@ -3,8 +3,8 @@ reply is the command staged in the process's outbox, once."""
 
 from __future__ import annotations
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.vocabulary import TracePhase, TraceState
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import TracePhase, TraceState
 
 from ..ipc import Sender
 from ..registry import ClientKind, ProcessRecord, Registry

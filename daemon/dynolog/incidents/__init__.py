@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Coroutine, Dict, List, Mapping, Optional, Set, Tuple
 
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_contract.report import Report
 
 from ..config import DaemonConfig, user_state_dir
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand

@@ -38,8 +38,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import KindStat, Report
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import KindStat, Report
 
 from .baseline import Rule, Series, Streak
 

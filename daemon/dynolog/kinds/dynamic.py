@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
-from msmonitor_plugin import configtext
+from msmonitor_contract import configtext
+from msmonitor_contract.vocabulary import CommandKind, Reason
 from msmonitor_plugin.kinds import dynamic as dynamic_keys
-from msmonitor_plugin.vocabulary import CommandKind, Reason
 
 from ..delivery import Delivery
 from ..model import CommandResult, Targets

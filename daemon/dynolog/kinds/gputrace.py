@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from msmonitor_contract.vocabulary import CommandKind, Reason
 from msmonitor_plugin.kinds import gputrace as gputrace_keys
 from msmonitor_plugin.kinds.gputrace import kineto_output_file
-from msmonitor_plugin.vocabulary import CommandKind, Reason
 
 from ..keyed import FieldKeys
 from ..model import Targets

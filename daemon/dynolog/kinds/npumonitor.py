@@ -14,14 +14,14 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from msmonitor_plugin import wire
-from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract import wire
+from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
     MonitorState,
     Reason,
 )
+from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 
 from ..changed import Changed
 from ..delivery import Delivery

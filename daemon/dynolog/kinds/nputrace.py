@@ -6,12 +6,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from msmonitor_plugin import configtext
-from msmonitor_plugin.kinds import nputrace as nputrace_keys
-from msmonitor_plugin.vocabulary import (
+from msmonitor_contract import configtext
+from msmonitor_contract.vocabulary import (
     CommandKind,
     Reason,
 )
+from msmonitor_plugin.kinds import nputrace as nputrace_keys
 
 from ..keyed import FieldKeys
 from ..model import Targets

@@ -6,7 +6,7 @@ import abc
 import logging
 import socket
 
-from msmonitor_plugin import configtext
+from msmonitor_contract import configtext
 from msmonitor_plugin.kinds import base as trace_kinds
 
 from ..delivery import Delivery

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from dynoproto import legacy
-from msmonitor_plugin.vocabulary import Reason
+from msmonitor_contract.vocabulary import Reason
 
 from ..model import CommandResult, MsMonitorStatus
 from ..traces import Trace

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence
 
 from dynoproto import SERVICE, legacy
-from msmonitor_plugin import configtext
+from msmonitor_contract import configtext
 from msmonitor_plugin.kinds import gputrace as gputrace_keys
 from msmonitor_plugin.kinds import nputrace as nputrace_keys
 

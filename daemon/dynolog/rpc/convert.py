@@ -14,8 +14,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from dynoproto import dynolog_pb2 as pb
-from msmonitor_plugin.monitor.report import KindStat, NameStat, Report
-from msmonitor_plugin.vocabulary import Reason, TracePhase
+from msmonitor_contract.report import KindStat, NameStat, Report
+from msmonitor_contract.vocabulary import Reason, TracePhase
 
 from ..dynamic_session import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 from ..fetch import Piece

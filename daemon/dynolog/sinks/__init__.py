@@ -3,7 +3,7 @@
 Each sink is a class with ``emit(process, report)`` and ``close()`` (and ``forget(process)`` when it keeps
 per-process state); :class:`Sinks` fans a report out to all of them, so that one failing sink never
 stops the others. Sinks take plain typed arguments — a :class:`ProcessLabels` and the plugin's
-:class:`~msmonitor_plugin.monitor.report.Report` — and know nothing of the registry.
+:class:`~msmonitor_contract.report.Report` — and know nothing of the registry.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Protocol, Sequence
 
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_contract.report import Report
 
 from ..drops import Drops
 

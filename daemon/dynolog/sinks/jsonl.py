@@ -12,7 +12,7 @@ import logging
 import logging.handlers
 from pathlib import Path
 
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_contract.report import Report
 
 from . import ProcessLabels
 

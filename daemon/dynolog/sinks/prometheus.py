@@ -44,8 +44,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import Report
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import Report
 
 from . import ProcessLabels
 

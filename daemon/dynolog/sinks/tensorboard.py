@@ -24,8 +24,8 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from msmonitor_plugin.monitor.records import Kind
-from msmonitor_plugin.monitor.report import KindStat, Report
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import KindStat, Report
 
 from ..paths import writable_folder
 from . import Mark, ProcessLabels

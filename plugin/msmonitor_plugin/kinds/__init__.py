@@ -4,14 +4,15 @@ A trace kind's module holds its key table (``KEYS``), its parser and its recorde
 in its ``KIND`` (:class:`~.base.TraceKind`); npumonitor's holds its key table (the monitor runs it). The
 daemon renders each kind's text from the same ``KEYS``. The router, the tracer, the recorders and the
 hello find the trace kinds in :data:`TRACES`: a new trace kind is a module here, listed there, and its
-:class:`~msmonitor_plugin.vocabulary.CommandKind` member.
+:class:`~msmonitor_contract.vocabulary.CommandKind` member.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from ..vocabulary import CommandKind
+from msmonitor_contract.vocabulary import CommandKind
+
 from . import dynamic, gputrace, npumonitor, nputrace
 from .base import TraceKind
 

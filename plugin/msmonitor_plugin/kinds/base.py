@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional
 
-from ..configtext import BOOL, ConfigTextError, Key, Table, read, render
-from ..vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
+from msmonitor_contract.configtext import BOOL, ConfigTextError, Key, Table, read, render
+from msmonitor_contract.vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
 
 if TYPE_CHECKING:
     from ..trace.output import OutputFolder

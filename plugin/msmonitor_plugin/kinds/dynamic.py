@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from typing import Dict
 
-from .. import vocabulary as v
-from ..configtext import BOOL, LIST, TEXT, ConfigTextError, Key, Table, read
+from msmonitor_contract import vocabulary as v
+from msmonitor_contract.configtext import BOOL, LIST, TEXT, ConfigTextError, Key, Table, read
+from msmonitor_contract.vocabulary import CommandKind
+
 from ..trace import prof
-from ..vocabulary import CommandKind
 from .base import TraceKind, TraceSpec, in_folder, recording_options
 
 START, STOP = "start", "stop"  # DYNAMIC_ACTION

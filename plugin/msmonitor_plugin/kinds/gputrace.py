@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any, Dict
 
-from .. import vocabulary as v
-from ..configtext import BOOL, INT, TEXT, FieldKeys, Key, Table, by_key, read, render
-from ..vocabulary import CommandKind
+from msmonitor_contract import vocabulary as v
+from msmonitor_contract.configtext import BOOL, INT, TEXT, FieldKeys, Key, Table, by_key, read, render
+from msmonitor_contract.vocabulary import CommandKind
+
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, recording_options, time_based
 
 KEYS: Table = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import vocabulary as v
-from ..configtext import BOOL, FLOAT, INT, LIST, TEXT, FieldKeys, Key, Table, by_key, render
+from msmonitor_contract import vocabulary as v
+from msmonitor_contract.configtext import BOOL, FLOAT, INT, LIST, TEXT, FieldKeys, Key, Table, by_key, render
 
 KEYS: Table = (
     Key("NPU_MONITOR_START", BOOL, False, required=True),

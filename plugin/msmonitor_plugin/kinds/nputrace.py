@@ -9,8 +9,8 @@ import os
 import time
 from typing import Any, Dict, Optional, Sequence
 
-from .. import vocabulary as v
-from ..configtext import (
+from msmonitor_contract import vocabulary as v
+from msmonitor_contract.configtext import (
     BOOL,
     INT,
     LIST,
@@ -24,7 +24,8 @@ from ..configtext import (
     read,
     render,
 )
-from ..vocabulary import CommandKind, timestamp
+from msmonitor_contract.vocabulary import CommandKind, timestamp
+
 from .base import TorchOutput, TraceKind, TraceSpec, at_least, in_folder, recording_options, time_based
 
 KEYS: Table = (

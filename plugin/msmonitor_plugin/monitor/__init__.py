@@ -5,10 +5,12 @@ npu-monitor keys; reports come back as :class:`Report`. Nothing here imports tor
 uses the module the process imported itself. See docs/monitoring.md.
 """
 
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import ChunkAssembler, KindStat, NameStat, Report, ReportError
+
 from .config import ConfigError, ExportType, MonitorConfig
 from .engine import ApplyResult, Monitor, MonitorError
-from .records import Kind, Record
-from .report import ChunkAssembler, KindStat, NameStat, Report, ReportError
+from .records import Record
 
 __all__ = [
     "ApplyResult",

@@ -16,8 +16,10 @@ import collections
 import threading
 from typing import Counter, Dict, Iterable, List, Optional, Tuple, Union
 
-from .records import OTHER, Kind, Record
-from .report import DEFAULT_MARKER_DOMAIN, KindStat, NameStat, Report
+from msmonitor_contract.activity import OTHER, Kind
+from msmonitor_contract.report import DEFAULT_MARKER_DOMAIN, KindStat, NameStat, Report
+
+from .records import Record
 
 DEFAULT_TOP_N = 10
 DEFAULT_MAX_NAMES = 4096

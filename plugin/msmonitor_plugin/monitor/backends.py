@@ -15,13 +15,15 @@ import os
 import struct
 from typing import Dict, FrozenSet, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from msmonitor_contract.activity import Kind
+
 from ..identity import imported
 from ..steps import AtNextStep
 from .aggregate import Aggregator, Row
 from .filters import KEEP_ALL, Filter
 from .layouts import BufferParser, BufferResult, NameTable, WalkError, stride_offsets
 from .mspti import MsptiError, MsptiLibrary, MsptiSession, load_library, result_name
-from .records import Kind, Record
+from .records import Record
 from .writers import WriterThread
 
 log = logging.getLogger("msmonitor_plugin")

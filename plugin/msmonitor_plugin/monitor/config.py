@@ -16,8 +16,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import FrozenSet, List, Mapping, Optional, Tuple
 
-from ..kinds import npumonitor
-from ..vocabulary import (
+from msmonitor_contract.activity import LABELS, Kind
+from msmonitor_contract.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
     DEFAULT_REPORT_INTERVAL_S,
@@ -25,8 +25,9 @@ from ..vocabulary import (
     MAX_TOP_N,
     split_list,
 )
+
+from ..kinds import npumonitor
 from .filters import KEEP_ALL, Filter
-from .records import LABELS, Kind
 from .writers import KEEP_ALL_FILES, MAX_LINES, MIN_FILES, MIN_LINES
 
 PATH_MAX = 4096

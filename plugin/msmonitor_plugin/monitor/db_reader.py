@@ -24,6 +24,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
+from msmonitor_contract.activity import API_KINDS, HOST, MEMORY_KINDS, Kind
+
 from .layouts import DATA_TYPES
 from .msprof_db import (
     API_LEVEL,
@@ -37,19 +39,7 @@ from .msprof_db import (
     UNKNOWN,
     SqliteWriter,
 )
-from .records import (
-    API_KINDS,
-    HOST,
-    MEMORY_KINDS,
-    CommunicationExtras,
-    Extras,
-    HcclExtras,
-    HostExtras,
-    Kind,
-    MarkerExtras,
-    MemoryExtras,
-    Record,
-)
+from .records import CommunicationExtras, Extras, HcclExtras, HostExtras, MarkerExtras, MemoryExtras, Record
 
 LEGACY_SCHEMA = "1"  # this plugin's own layout before issue 26
 _API_KINDS = {level: kind for kind, level in API_LEVEL.items() if kind != Kind.NODE_API}

@@ -26,14 +26,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from msmonitor_contract.activity import Kind
+from msmonitor_contract.report import Report
+from msmonitor_contract.vocabulary import MonitorState
+
 from ..steps import AtNextStep
-from ..vocabulary import MonitorState
 from .aggregate import Aggregator
 from .backends import Backend, Collector, select_backend
 from .config import ExportType, MonitorConfig
 from .msprof_db import SqliteWriter
-from .records import Kind
-from .report import Report
 from .writers import JsonlWriter, WriterThread, dump_interval_s, queue_capacity, rotation
 
 log = logging.getLogger("msmonitor_plugin")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from .records import MEMORY_KINDS, Kind
+from msmonitor_contract.activity import MEMORY_KINDS, Kind
 
 # msptiActivityFlag values whose host records carry the marker's name.
 FLAGS_WITH_NAME = frozenset({1, 2, 8, 16})  # INSTANTANEOUS, START, and their _WITH_DEVICE variants

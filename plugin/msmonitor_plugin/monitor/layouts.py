@@ -33,21 +33,21 @@ from typing import (
     Tuple,
 )
 
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.report import DEFAULT_MARKER_DOMAIN
+
 from .aggregate import Row
 from .filters import KEEP_ALL, Filter
 from .records import (
-    HOST,
     UNNAMED,
     CommunicationExtras,
     HcclExtras,
     HostExtras,
-    Kind,
     MarkerExtras,
     MemoryExtras,
     Record,
     clip_name,
 )
-from .report import DEFAULT_MARKER_DOMAIN
 
 INVALID_ID = 0xFFFFFFFF  # MSPTI's INVALID_DEVICE_ID / INVALID_STREAM_ID
 EXTERNAL_CORRELATION = 8  # a kind we never enable, but must be able to step over

@@ -39,17 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
+from msmonitor_contract.activity import HOST, Kind
+
 from .layouts import DATA_TYPES
-from .records import (
-    HOST,
-    CommunicationExtras,
-    HcclExtras,
-    HostExtras,
-    Kind,
-    MarkerExtras,
-    MemoryExtras,
-    Record,
-)
+from .records import CommunicationExtras, HcclExtras, HostExtras, MarkerExtras, MemoryExtras, Record
 from .writers import file_name
 
 UNKNOWN = 0xFFFFFFFF  # msMonitor's value for an integer it does not have (UINT32_MAX)

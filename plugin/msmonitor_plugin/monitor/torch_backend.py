@@ -48,9 +48,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
+from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.vocabulary import KINETO_QUIET
+
 from ..steps import AtNextStep
-from ..vocabulary import KINETO_QUIET
-from .records import HOST, HostExtras, Kind, MarkerExtras, Record, clip_name
+from .records import HostExtras, MarkerExtras, Record, clip_name
 
 log = logging.getLogger("msmonitor_plugin")
 

@@ -24,18 +24,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..vocabulary import timestamp
-from .records import (
-    API_KINDS,
-    HOST,
-    CommunicationExtras,
-    HcclExtras,
-    HostExtras,
-    Kind,
-    MarkerExtras,
-    MemoryExtras,
-    Record,
-)
+from msmonitor_contract.activity import API_KINDS, HOST, Kind
+from msmonitor_contract.vocabulary import timestamp
+
+from .records import CommunicationExtras, HcclExtras, HostExtras, MarkerExtras, MemoryExtras, Record
 
 log = logging.getLogger("msmonitor_plugin")
 

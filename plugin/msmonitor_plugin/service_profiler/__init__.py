@@ -5,7 +5,8 @@ in MindIE 26.0's layout and tables.
 Importing it loads only the API; the switch, its watcher and the store are started by the agent.
 """
 
+from msmonitor_contract.service_tables import MarkType
+
 from .api import Level, Profiler, prof_step
-from .schema import MarkType
 
 __all__ = ["Level", "MarkType", "Profiler", "prof_step"]

@@ -20,8 +20,9 @@ import time
 from enum import IntEnum
 from typing import Any, Callable, Dict, FrozenSet, Optional, Union
 
+from msmonitor_contract.service_tables import MarkType
+
 from .config import LEVELS
-from .schema import MarkType
 from .store import ServiceStore
 
 _EVENT, _SPAN, _LINK = int(MarkType.TYPE_EVENT), int(MarkType.TYPE_SPAN), int(MarkType.TYPE_LINK)

@@ -18,9 +18,11 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
+from msmonitor_contract import service_tables
+from msmonitor_contract.activity import Kind
+
 from ..identity import imported
-from ..monitor.records import Kind, Record
-from . import schema
+from ..monitor.records import Record
 
 
 class Unavailable(RuntimeError):
@@ -70,15 +72,16 @@ class MsptiOperators:
 
 
 class _OperatorDb:
-    """MSPTI records as rows of :data:`.schema.OPERATOR_TABLES`; the writer thread calls it."""
+    """MSPTI records as rows of :data:`.service_tables.OPERATOR_TABLES`; the writer thread calls it."""
 
     def __init__(self, folder: str, api_filter: Sequence[str], kernel_filter: Sequence[str]) -> None:
         self._filters = {Kind.API: tuple(api_filter), Kind.KERNEL: tuple(kernel_filter)}
         self._db = sqlite3.connect(
-            os.path.join(folder, schema.db_name(schema.OPERATOR_PREFIX)), check_same_thread=False
+            os.path.join(folder, service_tables.db_name(service_tables.OPERATOR_PREFIX)),
+            check_same_thread=False,
         )
         self._db.execute("PRAGMA journal_mode=WAL")
-        for table in schema.OPERATOR_TABLES:
+        for table in service_tables.OPERATOR_TABLES:
             self._db.execute(table.create())
 
     def _keeps(self, record: Record) -> bool:
@@ -88,7 +91,7 @@ class _OperatorDb:
     def write(self, records: Sequence[Record]) -> None:
         kept = [r for r in records if self._keeps(r)]
         self._db.executemany(
-            schema.API.insert(),
+            service_tables.API.insert(),
             [
                 (r.name, r.start_ns, r.end_ns, _thread_of(r), r.correlation_id)
                 for r in kept
@@ -96,7 +99,7 @@ class _OperatorDb:
             ],
         )
         self._db.executemany(
-            schema.KERNEL.insert(),
+            service_tables.KERNEL.insert(),
             [
                 (r.name, r.type, r.start_ns, r.end_ns, r.device, r.stream, r.correlation_id)
                 for r in kept

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from msmonitor_contract.vocabulary import CommandKind
+
 from ..router import CommandRouter
 from ..slot import ProfilerSlot
-from ..vocabulary import CommandKind
 from . import config
 from .switch import ServiceSwitch
 from .watch import FileWatch

@@ -1,5 +1,5 @@
 """Where a recording goes: ``Trace_Service/ms_service_<host>-<pid>.db`` (SQLite, WAL; MindIE 26.0's
-tables, :data:`.schema.SERVICE_TABLES`), written off the service's threads, which only append a tuple.
+tables, :data:`.service_tables.SERVICE_TABLES`), written off the service's threads, which only append a tuple.
 
 The rows wait in a bounded queue of their own (one append per row: the API's cost); the monitor's
 :class:`~..monitor.writers.WriterThread` writes them, every ``FLUSH_S``, and closes the file. The message
@@ -24,8 +24,9 @@ import sqlite3
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Callable, Deque, Iterable, List, Set, Tuple
 
+from msmonitor_contract import service_tables
+
 from ..monitor.writers import WriterThread
-from . import schema
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -37,7 +38,7 @@ Row = Tuple[Any, ...]  # (kind, values...) as listed above
 class ServiceStore:
     def __init__(self, folder: str) -> None:
         os.makedirs(folder, exist_ok=True)
-        self.path = os.path.join(folder, schema.db_name(schema.SERVICE_PREFIX))
+        self.path = os.path.join(folder, service_tables.db_name(service_tables.SERVICE_PREFIX))
         self.dropped = 0
         self._file = _RecordingFile(self.path, lambda: self.dropped)
         self._rows = self._file.rows
@@ -77,11 +78,11 @@ class _RecordingFile:
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")  # as MindIE: a crash loses the tail, never the file
-        for table in schema.SERVICE_TABLES:
+        for table in service_tables.SERVICE_TABLES:
             self._db.execute(table.create())
         self._threads.update(int(t) for (t,) in self._db.execute("SELECT track_id FROM thread"))
         pid = str(self._pid)
-        self._db.execute(schema.PROCESS.insert("INSERT OR IGNORE"), (pid, pid, "", 0, ""))
+        self._db.execute(service_tables.PROCESS.insert("INSERT OR IGNORE"), (pid, pid, "", 0, ""))
         self._meta([("hostname", socket.gethostname()), ("ppid", str(os.getppid()))])
         self._db.commit()
 
@@ -163,7 +164,7 @@ def _message_encoder() -> Callable[[Any], str]:
 
 
 _dumps = _message_encoder()
-_SLICE = schema.SLICE.insert()
-_COUNTER = schema.COUNTER.insert()
-_META = schema.META.insert()
-_THREAD = schema.THREAD.insert("INSERT OR IGNORE")
+_SLICE = service_tables.SLICE.insert()
+_COUNTER = service_tables.COUNTER.insert()
+_META = service_tables.META.insert()
+_THREAD = service_tables.THREAD.insert("INSERT OR IGNORE")

@@ -22,10 +22,11 @@ import threading
 import time
 from typing import List, Mapping, Optional
 
-from .. import wire
+from msmonitor_contract import service_tables, wire
+from msmonitor_contract.vocabulary import CommandKind
+
 from ..slot import ProfilerSlot
-from ..vocabulary import CommandKind
-from . import api, config, folder, operators, schema
+from . import api, config, folder, operators
 from .config import ServiceConfig
 from .store import ServiceStore
 
@@ -95,7 +96,7 @@ class ServiceSwitch:
     def _start(self, cfg: ServiceConfig) -> None:
         dated = os.path.join(cfg.prof_dir, self._decision.folder)
         try:
-            self._store = ServiceStore(os.path.join(dated, schema.TRACE_DIR))
+            self._store = ServiceStore(os.path.join(dated, service_tables.TRACE_DIR))
         except Exception as exc:  # OSError, sqlite3.Error: the service never sees it
             log.warning("service profiler: cannot record into %s: %s; enable ignored", dated, exc)
             return
@@ -142,7 +143,7 @@ class ServiceSwitch:
     def _operators(self, cfg: ServiceConfig, dated: str) -> operators.Part:
         if cfg.acl_task_time == 2:
             return operators.MsptiOperators(
-                os.path.join(dated, schema.TRACE_DIR), cfg.api_filter, cfg.kernel_filter
+                os.path.join(dated, service_tables.TRACE_DIR), cfg.api_filter, cfg.kernel_filter
             )
         self._torch = operators.TorchOperators(
             dated, cfg.torch_prof_stack, cfg.torch_prof_modules, cfg.torch_prof_step_num

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List
 
-from ..vocabulary import timestamp
+from msmonitor_contract.vocabulary import timestamp
 
 INFO_FILE = "info.json"
 _TAG_ALPHABET = string.ascii_uppercase + string.digits

@@ -14,7 +14,9 @@ import os
 import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .. import configtext, identity, kinds
+from msmonitor_contract import configtext
+
+from .. import identity, kinds
 from ..identity import imported
 from ..kinds import nputrace
 from ..kinds.base import TraceSpec

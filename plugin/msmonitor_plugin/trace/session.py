@@ -19,12 +19,14 @@ import threading
 import time
 from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
-from .. import identity, wire
-from ..configtext import ConfigTextError
+from msmonitor_contract import wire
+from msmonitor_contract.configtext import ConfigTextError
+from msmonitor_contract.vocabulary import TracePhase, trace_holder
+
+from .. import identity
 from ..kinds.base import TraceSpec
 from ..slot import ProfilerSlot
 from ..steps import StepCounter
-from ..vocabulary import TracePhase, trace_holder
 from . import prof
 from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
 from .spec import is_stop, parse

@@ -9,8 +9,10 @@ and where the output goes.
 
 from __future__ import annotations
 
-from .. import configtext, kinds, wire
-from ..configtext import ConfigTextError
+from msmonitor_contract import configtext, wire
+from msmonitor_contract.configtext import ConfigTextError
+
+from .. import kinds
 from ..kinds.base import TraceSpec
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
-from msmonitor_plugin.service_profiler import schema
+from msmonitor_contract import service_tables
 
 from ...atomic import replacing
 from .. import analysis, curves
@@ -34,7 +34,7 @@ def _create(db: sqlite3.Connection, table: str, header: Sequence[str], rows: Ite
     db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(header))})", rows)
 
 
-def _copy(db: sqlite3.Connection, table: schema.Table, rows: Iterable[Sequence[Any]]) -> None:
+def _copy(db: sqlite3.Connection, table: service_tables.Table, rows: Iterable[Sequence[Any]]) -> None:
     db.execute(table.create())
     db.executemany(table.insert(), rows)
 
@@ -42,14 +42,14 @@ def _copy(db: sqlite3.Connection, table: schema.Table, rows: Iterable[Sequence[A
 def _trace_tables(db: sqlite3.Connection, recording: Recording) -> None:
     pids = trace_pids(recording.processes())
     shown = trace_processes(recording).values()
-    _copy(db, schema.PROCESS, ((str(p.pid), p.name, p.labels, p.sort_index, "") for p in shown))
+    _copy(db, service_tables.PROCESS, ((str(p.pid), p.name, p.labels, p.sort_index, "") for p in shown))
     tracks = sorted({(pids[m.process], track(m)) for m in recording.marks})
     track_ids = {key: i for i, key in enumerate(tracks)}
     # a track's tid is its name, as in the trace (one track may hold several threads' marks)
-    _copy(db, schema.THREAD, ((i, name, str(pid), name, i) for i, (pid, name) in enumerate(tracks)))
+    _copy(db, service_tables.THREAD, ((i, name, str(pid), name, i) for i, (pid, name) in enumerate(tracks)))
     _copy(
         db,
-        schema.SLICE,
+        service_tables.SLICE,
         (
             (m.start_ns, m.end_ns - m.start_ns, m.name, 0, track_ids[pids[m.process], track(m)], m.domain,
              json.dumps(m.attrs, default=str), "", m.end_ns, "", pids[m.process], m.tid)
@@ -58,10 +58,10 @@ def _trace_tables(db: sqlite3.Connection, recording: Recording) -> None:
     )  # fmt: skip
     _copy(
         db,
-        schema.COUNTER,
+        service_tables.COUNTER,
         ((c.name, str(pids[c.process]), c.ts_ns, c.domain, json.dumps(c.values)) for c in recording.counters),
     )
-    _copy(db, schema.FLOW, _flows(recording, pids, track_ids))
+    _copy(db, service_tables.FLOW, _flows(recording, pids, track_ids))
 
 
 def _flows(recording: Recording, pids: Dict[Process, int], track_ids: Dict[Tuple[int, str], int]) -> Rows:
@@ -152,10 +152,10 @@ def write_db(recording: Recording, path: Path, formats: Sequence[str]) -> None:
             if recording.api or recording.kernel:
                 _copy(
                     db,
-                    schema.API,
+                    service_tables.API,
                     ((a.name, a.start_ns, a.end_ns, a.tid, a.correlation_id) for a in recording.api),
                 )
-                _copy(db, schema.KERNEL, (
+                _copy(db, service_tables.KERNEL, (
                     (k.name, k.type, k.start_ns, k.end_ns, k.device, k.stream, k.correlation_id)
                     for k in recording.kernel
                 ))  # fmt: skip

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .records import HOST, OTHER, Kind
+from .activity import HOST, OTHER, Kind
 
 VERSION = 1
 DEFAULT_CHUNK_BYTES = 48 * 1024
