@@ -33,10 +33,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from _bench import REPO, Figure, clean_env, report
 from dynolog.incidents.detector import Detector, Settings, Who
-from dynolog.kinds.npumonitor import AutoTraceRule, NpuMonitorCommand
 from monitor_daemon import hello
 from msmonitor_contract import wire
 from msmonitor_contract.activity import Kind
+from msmonitor_contract.kinds.npumonitor import AUTO_TRACE, NPUMONITOR
 from msmonitor_contract.report import Report
 
 SLOWDOWNS = (0.10, 0.25, 0.50)
@@ -145,8 +145,8 @@ async def _one_round(reports: List[Report], detection: bool, sinks: str, repeat:
     me = Sender("/nonexistent", os.getpid(), os.getuid())
     ipc.dispatch(Endpoint(), wire.encode(wire.HELLO, hello(0).to_payload()), me)  # type: ignore[arg-type]
     if detection:  # a threshold no steady report reaches: what is measured is the judging
-        rule = AutoTraceRule(slowdown=10, for_intervals=FOR, iterations=1, max_per_day=1)
-        node.npumonitor.settings[os.getpid()] = NpuMonitorCommand(start=True, auto_trace=rule)
+        rule = AUTO_TRACE.model(slowdown=10, for_intervals=FOR, iterations=1, max_per_day=1)
+        node.npumonitor.settings[os.getpid()] = NPUMONITOR.model(start=True, auto_trace=rule)
     datagrams = [
         wire.encode(wire.METRICS, chunk)
         for i in range(repeat)

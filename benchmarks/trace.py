@@ -49,7 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import grpc
 
 from _bench import BENCH_DIR, Daemon, Figure, Workload, percentile, report, running_daemon, wait_until
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.kinds.nputrace import NpuTrace
 from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
@@ -249,7 +249,7 @@ def boundary_cost_ns(rounds: int = 40, batches: int = 50) -> Dict[str, float]:
     """Per-call ns of ``step()``: nothing pending, and a trace staged far ahead (the daemon's own text)."""
     request = npu_trace(0, "/tmp/msmonitor-bench-trace", 10**12, 1)
     # The policy renders its text from the request alone; the store and delivery it holds are unused.
-    text = configtext.with_trace_id(NpuTrace(None, None).text(convert.command(NpuTraceCommand, request)), "1")  # type: ignore[arg-type]
+    text = configtext.with_trace_id(NpuTrace(None, None).text(convert.command(NpuTrace, request)), "1")  # type: ignore[arg-type]
     counter = StepCounter()
     session = TraceSession(
         parse(wire.Command(kind=CommandKind.NPUTRACE, trace_id="1", config=text)),

@@ -154,18 +154,18 @@ def test_each_listed_summary_is_the_first_line_of_its_commands_help():
 
 
 def test_each_flag_is_named_as_validation_errors_name_its_field():
-    """dynoproto.validate's messages name the flag a user typed: the CLI's flags and validate.flag_name
-    agree (both from vocabulary.FLAG_NAMES where a flag is not named after its field)."""
+    """The checks' messages name the flag a user typed: each CLI flag is its field's in a kind's
+    declaration (msmonitor_contract.kinds), by which a check's error names it."""
     from dyno.cli import TARGETING, Listed
     from dyno.commands import COMMANDS
-    from dynoproto import validate
+    from msmonitor_contract.kinds import KINDS
 
     commands = [entry.load() for entry in COMMANDS if isinstance(entry, Listed)]
     flags = [*TARGETING, *(flag for command in commands for flag in command.flags)]
     named = [flag for flag in flags if flag.field and not flag.positional]
     assert any(flag.field == "targets.ranks" for flag in named)
     for flag in named:
-        assert validate.flag_name(flag.field) in (flag.name, *flag.aliases), flag
+        assert {kind.flag(flag.field) for kind in KINDS} & {flag.name, *flag.aliases}, flag
 
 
 def test_status_without_certs_loads_no_cryptography(daemon: Daemon):

@@ -131,9 +131,9 @@ def test_fetch_serves_only_the_monitors_own_files_once_it_stopped_and_after_the_
 
 
 def test_the_daemon_keeps_the_latest_folders_and_knows_a_process_files_by_pid_and_rank() -> None:
-    from dynolog.model import Targets
     from dynolog.monitor_files import MonitorOutputs
     from dynolog.registry import ProcessRecord
+    from msmonitor_contract.targets import Targets
 
     outputs = MonitorOutputs(kept=2)
     for pid, rank in ((10, 0), (11, -1), (12, 1)):

@@ -5,21 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 from dynolog.clients import polling
 from dynolog.clients.plugin import PluginClient
 from dynolog.delivery import Delivery
 from dynolog.ipc import Sender
-from dynolog.kinds.dynamic import AttachCommand, DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
-from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
-from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
-from dynolog.model import CommandResult, Targets
+from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
+from dynolog.kinds.gputrace import GpuTrace
+from dynolog.kinds.npumonitor import NpuMonitor
+from dynolog.kinds.nputrace import NpuTrace
+from dynolog.model import CommandResult
 from dynolog.pipeline import CommandPipeline
 from dynolog.registry import ClientKind, ProcessRecord, Registry
 from dynolog.traces import TraceStore
 from msmonitor_contract import wire
+from msmonitor_contract.kinds.dynamic import DYNAMIC
+from msmonitor_contract.kinds.gputrace import GPUTRACE
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
+from msmonitor_contract.kinds.nputrace import NPUTRACE
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
@@ -56,8 +61,8 @@ class Node:
         return polling.register(self.registry, Sender(b"\0test\0", pid, 0), request, ClientKind.KINETO)
 
 
-def nputrace(start_step: int = -1, **targets: object) -> NpuTraceCommand:
-    return NpuTraceCommand(log_file="/t", iterations=1, start_step=start_step, targets=Targets(**targets))
+def nputrace(start_step: int = -1, **targets: object) -> Any:
+    return NPUTRACE.model(log_file="/t", iterations=1, start_step=start_step, targets=Targets(**targets))
 
 
 def reasons(result: CommandResult) -> list:
@@ -89,9 +94,9 @@ def test_capability_by_client_stock_kineto_takes_gputrace_only():
     node.kineto()
     refused = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(refused) == [Reason.NOT_SUPPORTED] and refused.reason is Reason.NOT_SUPPORTED
-    taken = node.pipeline.decide(node.gputrace, GpuTraceCommand(log_file="/t.json", iterations=1))
+    taken = node.pipeline.decide(node.gputrace, GPUTRACE.model(log_file="/t.json", iterations=1))
     assert taken.effective
-    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NPUMONITOR.model(start=True))
     assert reasons(monitor) == [Reason.NOT_SUPPORTED]
 
 
@@ -103,7 +108,7 @@ def test_nputrace_and_npu_monitor_exclude_each_other_per_process():
     waiting.outbox = "NPU_MONITOR_START=true"  # an earlier command its client has not polled for yet
     trace = node.pipeline.decide(node.nputrace, nputrace())
     assert reasons(trace) == [Reason.NPU_MONITOR_RUNNING, Reason.TRACE_BUSY, Reason.TRACE_BUSY]
-    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NPUMONITOR.model(start=True))
     assert reasons(monitor) == [None, Reason.NPU_TRACE_RUNNING, Reason.TRACE_BUSY]
 
 
@@ -111,7 +116,7 @@ def test_a_trace_waiting_for_its_step_blocks_a_plugin_monitor_but_not_a_framewor
     node = Node()
     plugin, framework = node.plugin(rank=0), node.plugin(rank=1, capabilities=["msmonitor", "npumonitor"])
     plugin.framework_trace = framework.framework_trace = TraceState.READY
-    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NPUMONITOR.model(start=True))
     assert reasons(monitor) == [Reason.NPU_TRACE_RUNNING, None]
 
 
@@ -155,7 +160,7 @@ def test_attaching_ignores_what_runs_there_but_not_another_controller():
     monitored, _free, held = (node.plugin(rank, kinds) for rank in (0, 1, 2))
     monitored.monitor_state = MonitorState.RUNNING
     holds.take(held.host_pid, Hold(1, "'alice' (certificate)", "dyno pid 7 on node03", since=0.0))
-    mine = SessionRequest(AttachCommand(output="/p"), Hold(2, "bob", "dyno pid 8 on node04"))
+    mine = SessionRequest(DYNAMIC.model(output="/p"), Hold(2, "bob", "dyno pid 8 on node04"))
 
     attached = node.pipeline.decide(attach, mine)
     assert reasons(attached) == [None, None, Reason.HELD]
@@ -183,5 +188,5 @@ def test_the_plugins_word_on_its_profiler_comes_first_naming_the_holder():
         f"{Reason.TRACE_BUSY.value} (the service profiler's operator collection (acl_task_time 2) holds "
         "its one profiler)"
     )
-    monitor = node.pipeline.decide(node.npumonitor, NpuMonitorCommand(start=True))
+    monitor = node.pipeline.decide(node.npumonitor, NPUMONITOR.model(start=True))
     assert reasons(monitor) == [Reason.NPU_TRACE_RUNNING, None], "a change to the monitor holding it passes"

@@ -4,16 +4,16 @@ and read back by the plugin through the same key table into what was asked for."
 from __future__ import annotations
 
 from dynolog.delivery import Delivery
-from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
-from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.kinds.gputrace import GpuTrace
+from dynolog.kinds.npumonitor import NpuMonitor
+from dynolog.kinds.nputrace import NpuTrace
 from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract import configtext, wire
 from msmonitor_contract.activity import Kind
+from msmonitor_contract.kinds import NPUTRACE
 from msmonitor_contract.vocabulary import CommandKind
-from msmonitor_plugin.kinds import nputrace as nputrace_keys
 from msmonitor_plugin.monitor.config import MonitorConfig
 from msmonitor_plugin.trace.spec import parse
 
@@ -89,7 +89,7 @@ def test_nputrace_text_is_msmonitors_and_the_plugin_reads_it_back():
         analyse=True,
         data_simplification=True,
     )
-    text = NpuTrace(TraceStore(), Delivery()).text(convert.command(NpuTraceCommand, request))
+    text = NpuTrace(TraceStore(), Delivery()).text(convert.command(NpuTrace, request))
     assert text == NPUTRACE_TEXT
     spec = parse(command(CommandKind.NPUTRACE, text))
     assert (spec.log_file, spec.start_step, spec.iterations) == ("/data/t", 120, 3)
@@ -101,7 +101,7 @@ def test_gputrace_text_is_dynologs_and_the_plugin_reads_it_back():
     request = pb.GpuTraceRequest(
         log_file="/tmp/t.json", duration_ms=700, profile_memory=True, with_stack=True
     )
-    text = GpuTrace(TraceStore(), Delivery()).text(convert.command(GpuTraceCommand, request))
+    text = GpuTrace(TraceStore(), Delivery()).text(convert.command(GpuTrace, request))
     assert text == GPUTRACE_TEXT
     spec = parse(command(CommandKind.GPUTRACE, text))
     assert (spec.log_file, spec.step_based, spec.duration_ms) == ("/tmp/t.json", False, 700)
@@ -112,7 +112,7 @@ def test_npu_monitor_text_is_msmonitors_and_the_plugin_reads_it_back():
     request = pb.NpuMonitorRequest(
         start=True, report_interval_s=10, activity_kinds=["Kernel", "API"], filter="Kernel:mat", top_n=5
     )
-    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitor, request))
     assert text == NPUMONITOR_TEXT
     config = MonitorConfig.parse(configtext.parse(text))
     assert (config.start, config.stop, config.report_interval_s, config.top_n) == (True, False, 10, 5)
@@ -121,14 +121,14 @@ def test_npu_monitor_text_is_msmonitors_and_the_plugin_reads_it_back():
 
 def test_a_float_reaches_the_text_as_the_user_typed_it_not_as_float32_holds_it():
     request = pb.NpuMonitorRequest(start=True, duration_s=0.1)  # float32: 0.10000000149011612
-    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitor, request))
     assert "\nDURATION=0.1\n" in text
 
 
 def test_every_key_a_policy_writes_is_in_its_table():
     """render() refuses a key its table does not have: a misspelling fails here, not in a job."""
     try:
-        configtext.render(nputrace_keys.KEYS, {"PROFILE_START_STPE": 1})
+        configtext.render(NPUTRACE.keys, {"PROFILE_START_STPE": 1})
     except KeyError as exc:
         assert "PROFILE_START_STPE" in str(exc)
     else:

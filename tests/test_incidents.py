@@ -21,13 +21,14 @@ from dynolog.incidents.baseline import Reference, Rule, Series
 from dynolog.incidents.detector import SLOWDOWN, STRAGGLER, Detection, Detector, Settings, Who
 from dynolog.incidents.incident import Incident
 from dynolog.incidents.store import IncidentStore
-from dynolog.kinds.npumonitor import AutoTraceRule
 from dynolog.sinks import Mark, ProcessLabels
 from dynolog.sinks.prometheus import PrometheusSink
 from dynolog.sinks.tensorboard import TensorBoardSink
-from dynoproto import SERVICE, validate
+from dynoproto import SERVICE
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.activity import Kind
+from msmonitor_contract.kinds import NPUMONITOR
+from msmonitor_contract.kinds.npumonitor import AUTO_TRACE
 from msmonitor_contract.report import KindStat, NameStat, Report
 
 RULE = Rule(slowdown=0.25, for_intervals=3, window=10, min_samples=5)
@@ -242,7 +243,7 @@ def test_incidents_survive_reopening_the_store(tmp_path: Path) -> None:
 
 def test_cooldown_per_process_and_max_per_day_per_job() -> None:
     store = IncidentStore(":memory:")
-    rule = AutoTraceRule(cooldown_s=600, max_per_day=2)
+    rule = AUTO_TRACE.model(cooldown_s=600, max_per_day=2)
     traced = store.add(incident(100, at=1000.0))
     traced.traced = True
     store.update(traced)
@@ -286,7 +287,7 @@ def test_the_daemon_rules_name_the_flag() -> None:
     request = pb.NpuMonitorRequest(
         stop=True, auto_trace=pb.AutoTrace(slowdown=0, for_intervals=1, iterations=1, max_per_day=1)
     )
-    errors = [str(e) for e in validate.npu_monitor(request)]
+    errors = [str(e) for e in NPUMONITOR.check(request)]
     assert errors == [
         "--auto-trace: goes with --npu-monitor-start",
         "--auto-trace: slowdown must be in 0..1000 % (above 0), got 0%",
@@ -294,7 +295,7 @@ def test_the_daemon_rules_name_the_flag() -> None:
     good = pb.NpuMonitorRequest(
         start=True, auto_trace=pb.AutoTrace(slowdown=0.25, for_intervals=3, iterations=2, max_per_day=3)
     )
-    assert validate.npu_monitor(good) == []
+    assert NPUMONITOR.check(good) == []
 
 
 def test_read_only_clients_may_list_and_show_incidents() -> None:

@@ -9,16 +9,19 @@ from typing import Any, Iterator
 import pytest
 
 import legacy_cli as cli
-from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
-from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.kinds.gputrace import GpuTrace
+from dynolog.kinds.npumonitor import NpuMonitor
+from dynolog.kinds.nputrace import NpuTrace
 from dynolog.legacy.request import Call, Failed, SetConfig, parse
 from dynolog.legacy.service import _kind
-from dynolog.model import Targets
 from dynolog.node import Node
 from dynolog.port.sniff import Start, client_hello_alpn, start_of
 from dynoproto import legacy
 from dynoproto.legacy import LegacyError
+from msmonitor_contract.kinds.gputrace import GPUTRACE
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
+from msmonitor_contract.kinds.nputrace import NPUTRACE
+from msmonitor_contract.targets import Targets
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +47,11 @@ def test_status_and_version_are_the_18_and_19_bytes_both_clis_send() -> None:
 
 def test_stock_gputrace_in_duration_and_iteration_mode(node: Node) -> None:
     duration = command_of(node, cli.set_config(cli.stock_gputrace("/tmp/x.json")))
-    assert duration == GpuTraceCommand(Targets(process_limit=3), "/tmp/x.json", duration_ms=500)
+    assert duration == GPUTRACE.model(Targets(process_limit=3), "/tmp/x.json", duration_ms=500)
     iterations = command_of(
         node, cli.set_config(cli.stock_gputrace("/tmp/x.json", iterations=3), 7, "12,13", 9)
     )
-    assert iterations == GpuTraceCommand(
+    assert iterations == GPUTRACE.model(
         Targets(job_id=7, pids=(12, 13), process_limit=9),
         "/tmp/x.json",
         iterations=3,
@@ -62,7 +65,7 @@ def test_msmonitor_nputrace_with_its_27_keys(node: Node) -> None:
     lines = cli.msmonitor_nputrace("/data/prof", 100, 2)
     assert len(lines) == 27
     command = command_of(node, cli.set_config(lines))
-    assert command == NpuTraceCommand(
+    assert command == NPUTRACE.model(
         Targets(process_limit=3),
         "/data/prof",
         start_step=100,
@@ -102,7 +105,7 @@ def test_msmonitor_npu_monitor_in_full_and_as_its_first_release_sent_it(node: No
     full = command_of(
         node, cli.set_config(cli.msmonitor_npu_monitor(True, DURATION="1.5", NPU_MONITOR_EXPORT_TYPE="Jsonl"))
     )
-    assert full == NpuMonitorCommand(
+    assert full == NPUMONITOR.model(
         Targets(process_limit=3),
         start=True,
         report_interval_s=60,
@@ -119,7 +122,7 @@ def test_msmonitor_npu_monitor_in_full_and_as_its_first_release_sent_it(node: No
     [
         (
             NpuTrace,
-            NpuTraceCommand(
+            NPUTRACE.model(
                 Targets(ranks=(1,)),
                 "/p",
                 start_step=7,
@@ -128,14 +131,12 @@ def test_msmonitor_npu_monitor_in_full_and_as_its_first_release_sent_it(node: No
                 gc_detect_threshold=3.0,
             ),
         ),
-        (NpuTrace, NpuTraceCommand(Targets(), "/p", duration_ms=300, activities=("CPU",), analyse=True)),
-        (GpuTrace, GpuTraceCommand(Targets(), "/g.json", duration_ms=400, profile_memory=True)),
-        (GpuTrace, GpuTraceCommand(Targets(), "/g.json", iterations=4, profile_start_iteration_roundup=5)),
+        (NpuTrace, NPUTRACE.model(Targets(), "/p", duration_ms=300, activities=("CPU",), analyse=True)),
+        (GpuTrace, GPUTRACE.model(Targets(), "/g.json", duration_ms=400, profile_memory=True)),
+        (GpuTrace, GPUTRACE.model(Targets(), "/g.json", iterations=4, profile_start_iteration_roundup=5)),
         (
             NpuMonitor,
-            NpuMonitorCommand(
-                Targets(), start=True, report_interval_s=5, activity_kinds=("Kernel",), top_n=7
-            ),
+            NPUMONITOR.model(Targets(), start=True, report_interval_s=5, activity_kinds=("Kernel",), top_n=7),
         ),
     ],
 )

@@ -37,7 +37,7 @@ from .exits import EXIT_USAGE, CliError
 from .target import Target
 
 if TYPE_CHECKING:
-    from dynoproto.validate import FieldError
+    from msmonitor_contract.rules import FieldError
 
 Run = Callable[[Target, argparse.Namespace], None]
 M = TypeVar("M")
@@ -247,7 +247,7 @@ def fill(message: M, flags: Sequence[Flag], args: argparse.Namespace) -> M:
 
 
 def check_fields(errors: Sequence[FieldError]) -> None:
-    """A request's validation errors (:mod:`dynoproto.validate`, each naming its flag) as one usage error."""
+    """A request's validation errors (each naming its flag) as one usage error."""
     if errors:
         raise CliError("; ".join(str(e) for e in errors), EXIT_USAGE)
 

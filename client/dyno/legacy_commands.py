@@ -15,8 +15,9 @@ from typing import Any, Callable, Dict, List, Union
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import legacy as wire
-from msmonitor_plugin.kinds import gputrace, npumonitor, nputrace
-from msmonitor_plugin.kinds.gputrace import kineto_output_file
+from dynoproto.convert import fields
+from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE
+from msmonitor_contract.kinds.gputrace import kineto_output_file
 
 from .legacy import MSMONITOR, LegacyHost
 
@@ -65,7 +66,7 @@ def npu_monitor(host: LegacyHost, request: pb.NpuMonitorRequest, args: Namespace
             raise host.refusal(f"npu-monitor {flag}")
     _needs_msmonitor(host, "dyno npu-monitor")
     _no_ranks(host, request.targets)
-    text = npumonitor.render_command(request, top_n=False)  # msMonitor's plugin reads no TOP_N
+    text = NPUMONITOR.render(NPUMONITOR.build(fields(request)), legacy=True)  # without our TOP_N
     return _set_config(host, request.targets, text, lambda pid: "")
 
 
@@ -74,14 +75,13 @@ def _nputrace_text(host: LegacyHost, request: pb.NpuTraceRequest) -> str:
     _needs_msmonitor(host, "dyno nputrace")
     if request.iterations <= 0:
         raise host.refusal("a time-based nputrace (without --iterations)")
-    threshold = request.gc_detect_threshold if request.HasField("gc_detect_threshold") else None
-    return nputrace.render_command(request, threshold, request.targets.ranks)
+    return NPUTRACE.render(NPUTRACE.build(fields(request)), legacy=True)
 
 
 def _gputrace_text(host: LegacyHost, request: pb.GpuTraceRequest) -> str:
     """dynolog's keys: iteration mode's three, or the time window's two; the memory profile's three."""
     _no_ranks(host, request.targets)
-    return gputrace.render_command(request)
+    return GPUTRACE.render(GPUTRACE.build(fields(request)), legacy=True)
 
 
 def _needs_msmonitor(host: LegacyHost, feature: str) -> None:

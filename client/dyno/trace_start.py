@@ -16,7 +16,7 @@ from argparse import Namespace
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from dynoproto import dynolog_pb2 as pb
-from dynoproto import validate
+from msmonitor_contract.rules import FieldError
 
 from . import collect, fanout, hosts, legacy_commands
 from .answers import COMMAND_HEADERS, NOT_TAKEN, command_json, command_rows, judge_command, print_response
@@ -75,7 +75,7 @@ def start_trace(
     target: Target,
     args: Namespace,
     request: TraceRequest,
-    errors: Callable[[TraceRequest], List[validate.FieldError]],
+    errors: Callable[[TraceRequest], List[FieldError]],
     rpc: Rpc,
     no_match_ok: bool = False,
 ) -> None:
@@ -115,7 +115,7 @@ def _start_across(
     target: Target,
     args: Namespace,
     request: TraceRequest,
-    errors: Callable[[TraceRequest], List[validate.FieldError]],
+    errors: Callable[[TraceRequest], List[FieldError]],
     rpc: Rpc,
 ) -> None:
     """The trace on every host: one table of the answers; with ``--sync`` one start instant for all;

@@ -22,10 +22,10 @@ from msmonitor_contract.report import (
     Report,
     ReportError,
 )
+from msmonitor_contract.targets import Targets
 
 from . import targeting
 from .drops import Drops
-from .model import Targets
 from .registry import ProcessRecord, Registry
 from .sinks import Mark, ProcessLabels, Sinks, SinkWorker
 from .sinks.prometheus import PrometheusSink

@@ -1,75 +1,21 @@
-"""The daemon's own command model: which processes a command is for, what each kind asks, and what
-became of it.
+"""The daemon's own model of what became of a command: each process's outcome, the answer, msMonitor's
+status. What a command asks is its kind's request, the model its declaration makes
+(:mod:`msmonitor_contract.kinds`), and its targets are :data:`msmonitor_contract.targets.Targets`.
 
 Every wire converts to and from these types at its edge (gRPC in :mod:`dynolog.rpc.convert`); the
-pipeline, the kinds' policies, the stores and incidents see nothing else. Plain dataclasses: a new edge
-builds them without fabricating another wire's messages, and incidents persist them as JSON.
+pipeline, the kinds' policies, the stores and incidents see nothing else.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import typing
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Type, TypeVar
+from typing import List, Optional
 
 from msmonitor_contract.vocabulary import Reason
 
 from .registry import ProcessRecord
 from .traces import TraceSlot
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Which processes a command is for; empty fields select every process."""
-
-    job_id: int = 0
-    pids: Tuple[int, ...] = ()  # a process matches when it, or one of its ancestors, is listed
-    ranks: Tuple[int, ...] = ()
-    process_limit: int = 0  # 0: no limit
-
-    @cached_property
-    def pid_set(self) -> FrozenSet[int]:
-        """Built once per command, not once per process matched."""
-        return frozenset(self.pids)
-
-    @cached_property
-    def rank_set(self) -> FrozenSet[int]:
-        return frozenset(self.ranks)
-
-    @classmethod
-    def of_pid(cls, host_pid: int) -> Targets:
-        return cls(pids=(host_pid,))
-
-
-_Model = TypeVar("_Model")
-
-
-def from_fields(cls: Type[_Model], values: Dict[str, Any]) -> _Model:
-    """*cls* from a mapping of its fields (JSON, or what an edge read off its wire): lists become
-    tuples, nested models are built the same way, and absent fields keep their defaults."""
-    hints = typing.get_type_hints(cls)
-    kwargs: Dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if values.get(f.name) is None:
-            continue
-        value, nested = values[f.name], _model_in(hints[f.name])
-        if nested is not None:
-            value = from_fields(nested, value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        kwargs[f.name] = value
-    return cls(**kwargs)
-
-
-def _model_in(hint: Any) -> Optional[type]:
-    """The dataclass a field holds (also as ``Optional[...]``), or None."""
-    for candidate in (hint, *typing.get_args(hint)):
-        if dataclasses.is_dataclass(candidate) and isinstance(candidate, type):
-            return candidate
-    return None
 
 
 @dataclass

@@ -18,11 +18,11 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import MONITOR_FILE, MonitorState
 
 from . import targeting
 from .fetch import Entry, refusal
-from .model import Targets
 from .registry import ProcessRecord
 
 # Folders remembered, the oldest forgotten first: a node runs a few dozen processes at a time, and a

@@ -20,12 +20,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Dict, Mapping, Optional, Protocol, Set, Tuple, TypeVar
 
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import MONITOR_HOLDER, MonitorState
 
 from . import targeting
 from .kinds.npumonitor import NpuMonitor, NpuMonitorCommand
 from .kinds.nputrace import NpuTrace, NpuTraceCommand
-from .model import CommandResult, Targets
+from .model import CommandResult
 from .pipeline import CommandPipeline
 from .registry import ProcessRecord
 from .traces import Trace, TraceStore
@@ -138,7 +140,7 @@ class MonitorPause:
         if not running:
             told.paused(None, {})
             return {}
-        stop = NpuMonitorCommand(targets=Targets(pids=tuple(running)), stop=True)
+        stop = NPUMONITOR.model(targets=Targets(pids=tuple(running)), stop=True)
         stopped = await self.pipeline.run(self.npumonitor, stop)
         pids = {o.record.host_pid for o in stopped.taken}
         monitors = {pid: settings[pid] for pid in running if pid in pids}

@@ -14,6 +14,8 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar, Generic, Optional, Protocol, TypeVar
 
+from msmonitor_contract.schema import Kind
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
@@ -24,8 +26,7 @@ from msmonitor_contract.vocabulary import (
 
 from . import targeting
 from .delivery import Delivery
-from .keyed import FieldKeys
-from .model import CommandResult, Outcome, Targets
+from .model import CommandResult, Outcome
 from .registry import ClientKind, ProcessRecord, Registry
 from .traces import TraceStore
 
@@ -48,14 +49,15 @@ class Policy(abc.ABC, Generic[Request]):
     traces: ClassVar[bool] = False  # it records a trace: one per process, not beside a monitor
     # The client that takes this kind by polling, where no plugin runs it (msMonitor's, stock Kineto).
     pulled_by: ClassVar[Optional[ClientKind]] = None
-    # A kind dyno sends with an RPC of its own names it, with the command's model and the field that
-    # names an output folder (checked against --trace-root): the gRPC edge serves it from these.
-    rpc: ClassVar[str] = ""
-    command: ClassVar[type]
-    output_field: ClassVar[str] = "log_file"
-    # The command's fields as its config-text keys: how it is written, and read back from a client that
-    # writes the text itself (the legacy wire). None: the kind has no config text of msMonitor's.
-    fields: ClassVar[Optional[FieldKeys]] = None
+    # A kind dyno sends with an RPC of its own names its declaration: its request's model, checks, config
+    # text and the RPC (Kind.rpc) the gRPC edge serves it by.
+    declaration: ClassVar[Optional[Kind]] = None
+    rpc: ClassVar[str] = ""  # the declaration's, for a kind that has one
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.declaration is not None:
+            cls.rpc = cls.declaration.rpc
 
     @classmethod
     def for_node(cls, traces: TraceStore, delivery: Delivery) -> Policy[Any]:
@@ -79,8 +81,9 @@ class Policy(abc.ABC, Generic[Request]):
 
     def from_text(self, text: str, targets: Targets) -> Request:
         """The command a client sent as config text; ConfigTextError names a bad value."""
-        assert self.fields is not None, f"{self.kind.value} has no config text"
-        return self.fields.command(self.command, text, targets)
+        assert self.declaration is not None, f"{self.kind.value} has no config text"
+        request: Request = self.declaration.read(text, targets)
+        return request
 
     @abc.abstractmethod
     async def deliver(self, request: Request, result: CommandResult) -> None:
@@ -124,7 +127,7 @@ class CommandPipeline:
                 result,
                 Reason.NO_PROCESS_MATCHED,
                 f"none of the {len(self.registry)} registered processes matches "
-                f"{targeting.describe(targets)}; see `dyno processes`",
+                f"{targets.describe()}; see `dyno processes`",
             )
         for record in matched:
             outcome = Outcome(record)

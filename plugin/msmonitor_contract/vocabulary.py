@@ -24,6 +24,11 @@ class CommandKind(str, enum.Enum):
     SERVICE_PROFILER = "service"
 
 
+# The C++ daemons that speak the legacy JSON RPC, as dyno names them: which command kinds each takes is
+# in each kind's declaration (msmonitor_contract.kinds).
+MSMONITOR_DAEMON, DYNOLOG_DAEMON = "msMonitor", "dynolog"
+
+
 # Who holds a process's one profiler, as its plugin names the holder: in refusals, and to the daemon in
 # every hello (``Hello.profiler``), so the daemon refuses what the process would.
 MONITOR_HOLDER = "npu-monitor"

@@ -15,8 +15,8 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from dynoproto import validate
 from msmonitor_contract import wire
+from msmonitor_contract.kinds import dynamic, npumonitor, nputrace, tracing
 
 # Every message class carried as JSON, and what the compatibility types unpack into.
 JSON_MESSAGES: List[Type[wire.JsonMessage]] = [
@@ -394,11 +394,11 @@ NPU_TRACE = {
     "iterations": mostly(st.integers(0, 10), st.integers(*INT32)),
     "duration_ms": mostly(st.integers(1, 10**6), st.integers(*INT64)),
     "profile_start_time_ms": mostly(st.just(0), st.integers(*INT64)),
-    "activities": _lists(validate.ACTIVITIES, min_size=1),
-    "profiler_level": _choices(validate.PROFILER_LEVELS),
-    "aic_metrics": _choices(validate.AIC_METRICS),
-    "export_type": _choices(validate.EXPORT_TYPES),
-    "host_sys": _lists(validate.HOST_SYS),
+    "activities": _lists(tracing.ACTIVITIES, min_size=1),
+    "profiler_level": _choices(nputrace.PROFILER_LEVELS),
+    "aic_metrics": _choices(nputrace.AIC_METRICS),
+    "export_type": _choices(nputrace.EXPORT_TYPES),
+    "host_sys": _lists(nputrace.HOST_SYS),
     "async_mode": mostly(st.just(False), st.booleans()),
     "gc_detect_threshold": mostly(st.floats(0, 100, width=32), st.floats(width=32)),
     "mstx_domain_include": st.lists(names, max_size=3),
@@ -418,8 +418,8 @@ NPU_MONITOR = {
     "log_file": st.just("") | paths,
     "stop": mostly(st.just(False), st.booleans()),
     "duration_s": mostly(st.floats(0, 100, width=32), st.floats(width=32)),
-    "activity_kinds": _lists(validate.MONITOR_KINDS),
-    "export_type": _choices((*validate.MONITOR_EXPORT_TYPES, "db", "jsonl")),
+    "activity_kinds": _lists(npumonitor.ACTIVITY_KINDS),
+    "export_type": _choices((*npumonitor.EXPORT_TYPES, "db", "jsonl")),
     "jsonl_rotate_log_lines": _choices(["99", "100", "500000", "500001", "-1"]),
     "jsonl_rotate_log_files": _choices(["-1", "0", "1", "2", "9"]),
     "filter": _choices(["Kernel:a,b;API:c", "Kernel:", "Marker: x ,y;"]),
@@ -429,11 +429,11 @@ DYNAMIC = {
     **{"attach." + k: v for k, v in TARGETS.items()},
     "attach.targets.pids": st.lists(mostly(st.integers(1, 5), st.integers(*INT32)), min_size=1, max_size=3),
     "attach.output": paths,
-    "attach.options.activities": _lists(validate.ACTIVITIES, min_size=1),
-    "attach.options.task_time": _choices(validate.TASK_TIMES),
-    "attach.options.aic_metrics": _choices(validate.AIC_METRICS),
-    "attach.options.host_sys": _lists(validate.HOST_SYS),
-    "attach.options.export_type": _choices(validate.DYNAMIC_EXPORT_TYPES),
+    "attach.options.activities": _lists(tracing.ACTIVITIES, min_size=1),
+    "attach.options.task_time": _choices(dynamic.TASK_TIMES),
+    "attach.options.aic_metrics": _choices(nputrace.AIC_METRICS),
+    "attach.options.host_sys": _lists(nputrace.HOST_SYS),
+    "attach.options.export_type": _choices(dynamic.EXPORT_TYPES),
     "attach.idle_timeout_s": mostly(st.floats(0, 3600), st.floats()),
     "attach.wait_registration_s": mostly(st.floats(0, 10), st.floats()),
 }

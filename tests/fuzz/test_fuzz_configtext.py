@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from msmonitor_contract import configtext
 from msmonitor_contract.configtext import BOOL, FLOAT, INT, LIST, OPTIONAL_TEXT, TEXT, Codec, ConfigTextError
-from msmonitor_plugin.kinds import dynamic, gputrace, npumonitor, nputrace
+from msmonitor_contract.kinds import DYNAMIC, GPUTRACE, NPUMONITOR, NPUTRACE
 
 TABLES = {
-    "nputrace": nputrace.KEYS,
-    "gputrace": gputrace.KEYS,
-    "npumonitor": npumonitor.KEYS,
-    "dynamic": dynamic.KEYS,
+    "nputrace": NPUTRACE.keys,
+    "gputrace": GPUTRACE.keys,
+    "npumonitor": NPUMONITOR.keys,
+    "dynamic": DYNAMIC.keys,
 }
 lines = st.lists(
     st.tuples(tricky_text, st.sampled_from(["=", "", " = ", "=="]), tricky_text).map("".join)

@@ -40,9 +40,11 @@ from dynolog.kinds import command_policies
 from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from dynoproto import validate
 from harness import Daemon, Workload, wait_until
-from msmonitor_contract import wire
+from msmonitor_contract import kinds, wire
+from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE
+from msmonitor_contract.rules import FieldError
+from msmonitor_contract.targets import check as check_targets
 
 FLOOD = Path(__file__).resolve().parent / "flood.py"
 NOBODY = 65534
@@ -208,16 +210,16 @@ LIVE_DYNAMIC = {
     ),
     "attach.wait_registration_s": mostly(st.floats(0, 0.2), st.floats(max_value=-1e-9)),
 }
-UNARY: List[Tuple[str, st.SearchStrategy[Any], Optional[Callable[[Any], List[validate.FieldError]]]]] = [
+UNARY: List[Tuple[str, st.SearchStrategy[Any], Optional[Callable[[Any], List[FieldError]]]]] = [
     ("GetStatus", messages(pb.GetStatusRequest), None),
     ("GetVersion", messages(pb.GetVersionRequest), None),
     ("ListProcesses", messages(pb.ListProcessesRequest), None),
-    ("NpuTrace", messages(pb.NpuTraceRequest, NPU_TRACE) | messages(pb.NpuTraceRequest), validate.npu_trace),
-    ("GpuTrace", messages(pb.GpuTraceRequest, GPU_TRACE) | messages(pb.GpuTraceRequest), validate.gpu_trace),
+    ("NpuTrace", messages(pb.NpuTraceRequest, NPU_TRACE) | messages(pb.NpuTraceRequest), NPUTRACE.check),
+    ("GpuTrace", messages(pb.GpuTraceRequest, GPU_TRACE) | messages(pb.GpuTraceRequest), GPUTRACE.check),
     (
         "NpuMonitor",
         messages(pb.NpuMonitorRequest, NPU_MONITOR) | messages(pb.NpuMonitorRequest),
-        validate.npu_monitor,
+        NPUMONITOR.check,
     ),
     ("GetTrace", messages(pb.GetTraceRequest), None),
 ]
@@ -232,9 +234,7 @@ def _outcome(call: Callable[[], Any]) -> Tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.OK, ""
 
 
-def _check(
-    rpc: str, request: Any, errors: List[validate.FieldError], code: grpc.StatusCode, details: str
-) -> None:
+def _check(rpc: str, request: Any, errors: List[FieldError], code: grpc.StatusCode, details: str) -> None:
     assert code in PROPER, f"{rpc} answered {code.name}: {details}\n{request}"
     if errors:
         assert code == grpc.StatusCode.INVALID_ARGUMENT, f"{rpc} accepted what validation refuses: {errors}"
@@ -265,18 +265,18 @@ def _as_the_daemon_reads(rpc: str, request: Any) -> Any:
     return convert.command(MODELS[rpc], request) if rpc in MODELS else request
 
 
-MODELS = {policy.rpc: policy.command for policy in command_policies()}
+MODELS = {policy.rpc: policy for policy in command_policies()}
 
 
 # Every RPC that takes an output path, with a request that is valid but for that path.
-PATHS: List[Tuple[str, Callable[[str], Any], Callable[[Any], List[validate.FieldError]]]] = [
+PATHS: List[Tuple[str, Callable[[str], Any], Callable[[Any], List[FieldError]]]] = [
     (
         "NpuTrace",
         lambda p: pb.NpuTraceRequest(log_file=p, activities=["CPU"], duration_ms=1),
-        validate.npu_trace,
+        NPUTRACE.check,
     ),
-    ("GpuTrace", lambda p: pb.GpuTraceRequest(log_file=p, duration_ms=1), validate.gpu_trace),
-    ("NpuMonitor", lambda p: pb.NpuMonitorRequest(log_file=p), validate.npu_monitor),
+    ("GpuTrace", lambda p: pb.GpuTraceRequest(log_file=p, duration_ms=1), GPUTRACE.check),
+    ("NpuMonitor", lambda p: pb.NpuMonitorRequest(log_file=p), NPUMONITOR.check),
 ]
 
 
@@ -304,9 +304,7 @@ def test_random_dynamic_sessions_get_a_proper_status(live: Any, requests: List[p
             r.attach.output = str(root) + r.attach.output[len("/tmp/fuzz") :]
     code, details = _outcome(lambda: list(stub.Dynamic(iter(requests), timeout=10)))
     first = requests[0] if requests else None
-    errors = (
-        validate.dynamic_attach(first.attach) if first and first.action == pb.DYNAMIC_ACTION_ATTACH else []
-    )
+    errors = kinds.DYNAMIC.check(first.attach) if first and first.action == pb.DYNAMIC_ACTION_ATTACH else []
     _check("Dynamic", first, errors, code, details)
 
 
@@ -321,7 +319,7 @@ def test_random_watches_get_a_proper_status(
     # A metrics watch streams until the client leaves: the deadline is ours, not a failure; targets that
     # validation refuses are refused, naming each problem.
     code, details = _outcome(lambda: list(stub.WatchMetrics(metrics, timeout=0.2)))
-    errors = validate.watch_metrics(metrics)
+    errors = check_targets(metrics)
     expected = (
         {grpc.StatusCode.INVALID_ARGUMENT}
         if errors

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from dynolog.dispatch import IpcDispatcher
 from dynolog.ipc import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndpoint, Sender
 from dynolog.metrics import Watched
-from dynolog.model import MsMonitorStatus, Targets
+from dynolog.model import MsMonitorStatus
 from dynolog.node import Node
 from dynolog.registry import ClientKind, Registry
 from dynolog.rpc import convert
 from msmonitor_contract import wire
 from msmonitor_contract.report import ChunkAssembler, ReportError
+from msmonitor_contract.targets import Targets
 
 UID = os.getuid()
 # Senders the kernel could report: this process and its parent (both alive, so the registry keeps

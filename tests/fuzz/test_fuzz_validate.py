@@ -13,14 +13,15 @@ from hypothesis import strategies as st
 
 from dynolog.delivery import Delivery
 from dynolog.kinds.dynamic import DynamicWindow, Hold, Holds, SessionRequest
-from dynolog.kinds.gputrace import GpuTrace, GpuTraceCommand
-from dynolog.kinds.npumonitor import NpuMonitor, NpuMonitorCommand
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
+from dynolog.kinds.gputrace import GpuTrace
+from dynolog.kinds.npumonitor import NpuMonitor
+from dynolog.kinds.nputrace import NpuTrace
 from dynolog.rpc import convert
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
-from dynoproto import validate
-from msmonitor_contract import configtext, wire
+from msmonitor_contract import configtext, kinds, wire
+from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE
+from msmonitor_contract.rules import FieldError
 from msmonitor_contract.vocabulary import CommandKind
 from msmonitor_plugin.kinds.base import TraceSpec
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
@@ -32,10 +33,10 @@ npu_monitors = messages(pb.NpuMonitorRequest, NPU_MONITOR)
 dynamic_requests = messages(pb.DynamicRequest, DYNAMIC)
 
 VALIDATORS: List[Any] = [
-    (validate.npu_trace, npu_traces | messages(pb.NpuTraceRequest)),
-    (validate.gpu_trace, gpu_traces | messages(pb.GpuTraceRequest)),
-    (validate.npu_monitor, npu_monitors | messages(pb.NpuMonitorRequest)),
-    (validate.dynamic_attach, (dynamic_requests | messages(pb.DynamicRequest)).map(lambda r: r.attach)),
+    (NPUTRACE.check, npu_traces | messages(pb.NpuTraceRequest)),
+    (GPUTRACE.check, gpu_traces | messages(pb.GpuTraceRequest)),
+    (NPUMONITOR.check, npu_monitors | messages(pb.NpuMonitorRequest)),
+    (kinds.DYNAMIC.check, (dynamic_requests | messages(pb.DynamicRequest)).map(lambda r: r.attach)),
 ]
 
 
@@ -48,8 +49,8 @@ def test_validation_returns_errors_that_name_their_flag(
     errors = check(data.draw(requests))
     assert isinstance(errors, list)
     for error in errors:
-        assert isinstance(error, validate.FieldError)
-        assert str(error).startswith(validate.flag_name(error.field) + ": ")
+        assert isinstance(error, FieldError)
+        assert error.flag.startswith("--") and str(error).startswith(error.flag + ": ")
 
 
 # --- what is accepted reaches the process intact ------------------------------------------------------
@@ -65,24 +66,24 @@ def _command(kind: CommandKind, text: str) -> wire.Command:
 
 def _nputrace_spec(request: pb.NpuTraceRequest) -> TraceSpec:
     """What the process reads from the daemon's text for *request*, through the gRPC edge."""
-    text = NpuTrace(*stores).text(convert.command(NpuTraceCommand, request))
+    text = NpuTrace(*stores).text(convert.command(NpuTrace, request))
     return trace_spec.parse(_command(CommandKind.NPUTRACE, text))
 
 
 def _gputrace_spec(request: pb.GpuTraceRequest) -> TraceSpec:
-    text = GpuTrace(*stores).text(convert.command(GpuTraceCommand, request))
+    text = GpuTrace(*stores).text(convert.command(GpuTrace, request))
     return trace_spec.parse(_command(CommandKind.GPUTRACE, text))
 
 
 @scaled(150)
 @given(npu_traces)
 def test_an_accepted_nputrace_reads_back_in_the_process(request: pb.NpuTraceRequest) -> None:
-    errors = validate.npu_trace(request)
+    errors = NPUTRACE.check(request)
     event("accepted" if not errors else "refused")
     if errors:
         return
     spec = trace_spec.parse(
-        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, request)))
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTrace, request)))
     )
     assert spec.log_file == request.log_file
     assert spec.activities == list(request.activities)
@@ -109,12 +110,12 @@ def test_an_accepted_nputrace_reads_back_in_the_process(request: pb.NpuTraceRequ
 @scaled(100)
 @given(gpu_traces)
 def test_an_accepted_gputrace_reads_back_in_the_process(request: pb.GpuTraceRequest) -> None:
-    errors = validate.gpu_trace(request)
+    errors = GPUTRACE.check(request)
     event("accepted" if not errors else "refused")
     if errors:
         return
     spec = trace_spec.parse(
-        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTraceCommand, request)))
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTrace, request)))
     )
     assert spec.log_file == request.log_file
     if request.iterations > 0:
@@ -128,12 +129,12 @@ def test_an_accepted_gputrace_reads_back_in_the_process(request: pb.GpuTraceRequ
 @scaled(150)
 @given(npu_monitors)
 def test_an_accepted_npu_monitor_command_reads_back_in_the_process(request: pb.NpuMonitorRequest) -> None:
-    errors = validate.npu_monitor(request)
+    errors = NPUMONITOR.check(request)
     event("accepted" if not errors else "refused")
     if errors:
         return
     text = _command(
-        CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+        CommandKind.NPUMONITOR, NpuMonitor(Delivery()).text(convert.command(NpuMonitor, request))
     ).config
     try:
         config = MonitorConfig.parse(configtext.parse(text))
@@ -149,7 +150,7 @@ def test_an_accepted_npu_monitor_command_reads_back_in_the_process(request: pb.N
 @scaled(80)
 @given(dynamic_requests)
 def test_an_accepted_dynamic_window_reads_back_in_the_process(request: pb.DynamicRequest) -> None:
-    errors = validate.dynamic_attach(request.attach)
+    errors = kinds.DYNAMIC.check(request.attach)
     event("accepted" if not errors else "refused")
     if errors:
         return
@@ -174,9 +175,9 @@ def test_an_accepted_dynamic_window_reads_back_in_the_process(request: pb.Dynami
 def test_any_accepted_duration_reads_back_in_the_process(duration_s: float) -> None:
     """Floats are where text formats differ most (1e-05, inf): one field, every float."""
     request = pb.NpuMonitorRequest(start=True, duration_s=duration_s)
-    if validate.npu_monitor(request):
+    if NPUMONITOR.check(request):
         return
-    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, request))
+    text = NpuMonitor(Delivery()).text(convert.command(NpuMonitor, request))
     try:
         config = MonitorConfig.parse(configtext.parse(text))
     except ConfigError as exc:
@@ -195,13 +196,13 @@ def _read_path(kind: str, path: str) -> Optional[str]:
     else the path the process reads from the daemon's config text."""
     if kind == "npu-monitor":
         monitor = pb.NpuMonitorRequest(start=True, log_file=path)
-        if validate.npu_monitor(monitor):
+        if NPUMONITOR.check(monitor):
             return None
-        text = NpuMonitor(Delivery()).text(convert.command(NpuMonitorCommand, monitor))
+        text = NpuMonitor(Delivery()).text(convert.command(NpuMonitor, monitor))
         return MonitorConfig.parse(configtext.parse(text)).log_dir
     if kind == "dynamic":
         attach = pb.DynamicAttach(output=path, targets=pb.Targets(pids=[1]), options={"activities": ["CPU"]})
-        if validate.dynamic_attach(attach):
+        if kinds.DYNAMIC.check(attach):
             return None
         text = DynamicWindow(*stores, Holds()).text(
             SessionRequest(convert.attach(attach), Hold(1, "fuzz", "fuzz"))
@@ -209,16 +210,16 @@ def _read_path(kind: str, path: str) -> Optional[str]:
         return trace_spec.parse(_command(CommandKind.DYNAMIC, text)).log_file
     if kind == "nputrace":
         npu = pb.NpuTraceRequest(log_file=path, activities=["CPU"], duration_ms=1)
-        if validate.npu_trace(npu):
+        if NPUTRACE.check(npu):
             return None
         return trace_spec.parse(
-            _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, npu)))
+            _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTrace, npu)))
         ).log_file
     gpu = pb.GpuTraceRequest(log_file=path, duration_ms=1)
-    if validate.gpu_trace(gpu):
+    if GPUTRACE.check(gpu):
         return None
     return trace_spec.parse(
-        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTraceCommand, gpu)))
+        _command(CommandKind.GPUTRACE, GpuTrace(*stores).text(convert.command(GpuTrace, gpu)))
     ).log_file
 
 
@@ -247,9 +248,9 @@ def test_any_accepted_list_of_names_reads_back_unchanged(names: List[str]) -> No
     request = pb.NpuTraceRequest(
         log_file="/tmp/fuzz", activities=["CPU"], duration_ms=1, mstx_domain_include=names
     )
-    if validate.npu_trace(request):
+    if NPUTRACE.check(request):
         return
     spec = trace_spec.parse(
-        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTraceCommand, request)))
+        _command(CommandKind.NPUTRACE, NpuTrace(*stores).text(convert.command(NpuTrace, request)))
     )
     assert configtext.LIST.read(spec.npu["PROFILE_MSTX_DOMAIN_INCLUDE"]) == names

@@ -12,8 +12,8 @@ import unittest
 from test_trace_session import RecorderStandIn
 
 from msmonitor_contract import configtext, wire
+from msmonitor_contract.kinds import DYNAMIC
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
-from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace import prof, session
 from msmonitor_plugin.trace.recorders import Recorder
@@ -24,12 +24,12 @@ from msmonitor_plugin.trace.spec import parse
 def start_command(window="w1", **keys):
     values = {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": "/data/prof"}
     values.update(keys)
-    return wire.Command(CommandKind.DYNAMIC, window, configtext.render(dynamic_keys.KEYS, values))
+    return wire.Command(CommandKind.DYNAMIC, window, configtext.render(DYNAMIC.keys, values))
 
 
 def stop_command(window="w1"):
     return wire.Command(
-        CommandKind.DYNAMIC, window, configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": "stop"})
+        CommandKind.DYNAMIC, window, configtext.render(DYNAMIC.keys, {"DYNAMIC_ACTION": "stop"})
     )
 
 
@@ -145,7 +145,7 @@ class WindowTest(unittest.TestCase):
         self.assertFalse(self.info()["complete"])
 
     def test_a_bad_action_is_answered_not_raised(self):
-        text = configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": "pause"})
+        text = configtext.render(DYNAMIC.keys, {"DYNAMIC_ACTION": "pause"})
         self.tracer.accept(wire.Command(CommandKind.DYNAMIC, "w9", text))
         self.assertEqual(self.events[-1].phase, TracePhase.FAILED)
         self.assertIn("DYNAMIC_ACTION=pause", self.events[-1].error)

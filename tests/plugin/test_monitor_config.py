@@ -4,7 +4,7 @@ import unittest
 
 from msmonitor_contract import configtext
 from msmonitor_contract.activity import Kind
-from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
+from msmonitor_contract.kinds import NPUMONITOR
 from msmonitor_plugin.monitor.config import ConfigError, ExportType, MonitorConfig
 from msmonitor_plugin.monitor.filters import Filter
 
@@ -55,7 +55,7 @@ class ConfigTest(unittest.TestCase):
             "JSONL_ROTATE_LOG_LINES": "300",
             "NPU_MONITOR_FILTER": "Kernel:a,b;API:c",
         }
-        rendered = configtext.render(npumonitor_keys.KEYS, values)
+        rendered = configtext.render(NPUMONITOR.keys, values)
         text = "# npu-monitor\n" + "".join(f"    {line}\n" for line in rendered.splitlines())
         config = MonitorConfig.parse(configtext.parse(text))
         self.assertEqual(config, parse(NPU_MONITOR_FILTER="Kernel:a,b;API:c", JSONL_ROTATE_LOG_LINES="300"))

@@ -13,8 +13,8 @@ import unittest
 from contextlib import closing
 
 from msmonitor_contract import configtext, wire
+from msmonitor_contract.kinds import DYNAMIC
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
-from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.service_profiler import api, config
 from msmonitor_plugin.service_profiler.api import Level, Profiler
@@ -177,7 +177,7 @@ class SwitchTest(TempDir):
         self.assertIsNone(self.slot.claim("the service profiler's operator collection (acl_task_time 3)"))
         events = []
         tracer = Tracer(StepCounter(), events.append, slot=self.slot)
-        text = configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": self.dir})
+        text = configtext.render(DYNAMIC.keys, {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": self.dir})
         tracer.accept(wire.Command(CommandKind.DYNAMIC, "w1", text))
         self.assertEqual(events[-1].phase, TracePhase.FAILED)
         self.assertIn("acl_task_time 3) runs in this process", events[-1].error)

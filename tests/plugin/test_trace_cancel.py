@@ -6,8 +6,8 @@ import unittest
 from test_trace_session import TracerTestCase, npu_command
 
 from msmonitor_contract import wire
+from msmonitor_contract.kinds.tracing import stop_text
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
-from msmonitor_plugin.kinds.base import stop_text
 
 
 class CancelTest(TracerTestCase):

@@ -12,8 +12,8 @@ import unittest
 from unittest import mock
 
 from msmonitor_contract import configtext, wire
+from msmonitor_contract.kinds import DYNAMIC
 from msmonitor_contract.vocabulary import CommandKind
-from msmonitor_plugin.kinds import dynamic as dynamic_keys
 from msmonitor_plugin.trace.output import open_output
 from msmonitor_plugin.trace.recorders import NpuRecorder, RecorderError, check_output
 from msmonitor_plugin.trace.spec import parse
@@ -170,7 +170,7 @@ class NpuRecorderTest(unittest.TestCase):
         patched.start()
         self.addCleanup(patched.stop)
         text = configtext.render(
-            dynamic_keys.KEYS, {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": f"{self.root}/job"}
+            DYNAMIC.keys, {"DYNAMIC_ACTION": "start", "DYNAMIC_OUTPUT": f"{self.root}/job"}
         )
         self.spec = parse(wire.Command(CommandKind.DYNAMIC, "w1", text))
         check_output(self.spec, [self.root])

@@ -6,8 +6,8 @@ import unittest
 
 from msmonitor_contract import wire
 from msmonitor_contract.configtext import ConfigTextError
+from msmonitor_contract.kinds.gputrace import kineto_output_file
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
-from msmonitor_plugin.kinds.gputrace import kineto_output_file
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace.session import Tracer
 from msmonitor_plugin.trace.spec import parse

@@ -15,14 +15,14 @@ import pytest
 
 import legacy_cli as cli
 from dynolog.delivery import Delivery
-from dynolog.kinds.nputrace import NpuTrace, NpuTraceCommand
-from dynolog.model import Targets
+from dynolog.kinds.nputrace import NpuTrace
 from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from dynoproto import validate
 from harness import Daemon, wait_until
-from msmonitor_contract import configtext, wire
+from msmonitor_contract import configtext, rules, targets, wire
+from msmonitor_contract.kinds import NPUTRACE, dynamic, tracing
+from msmonitor_contract.targets import Targets
 
 
 @pytest.fixture
@@ -134,9 +134,9 @@ def test_a_long_pid_list_is_refused_in_a_short_message(daemon: Daemon) -> None:
             log_file="/tmp/t", iterations=1, activities=["CPU"], targets=pb.Targets(pids=pids)
         )
         why = refusal(lambda: s.NpuTrace(request, timeout=30))
-        assert why == f"--pids: lists 1000000 numbers, more than {validate.MAX_PIDS}"
+        assert why == f"--pids: lists 1000000 numbers, more than {targets.MAX_PIDS}"
         ranks = refusal(lambda: next(s.WatchMetrics(pb.WatchMetricsRequest(targets=pb.Targets(ranks=pids)))))
-        assert ranks == f"--rank-list: lists 1000000 numbers, more than {validate.MAX_RANKS}"
+        assert ranks == f"--rank-list: lists 1000000 numbers, more than {targets.MAX_RANKS}"
 
 
 def test_a_bad_pid_is_named_alone(daemon: Daemon) -> None:
@@ -150,7 +150,7 @@ def test_a_bad_pid_is_named_alone(daemon: Daemon) -> None:
 def test_no_match_names_a_few_targets_and_counts_the_rest(daemon: Daemon, start_workload: Any) -> None:
     job = start_workload("idle.py", daemon.plugin_env(), "--init")
     wait_until(lambda: daemon.process(job.pid), what="registration")
-    pids = list(range(3_000_000, 3_000_000 + validate.MAX_PIDS))
+    pids = list(range(3_000_000, 3_000_000 + targets.MAX_PIDS))
     with stub(daemon) as s:
         answer = s.NpuTrace(
             pb.NpuTraceRequest(
@@ -159,7 +159,7 @@ def test_no_match_names_a_few_targets_and_counts_the_rest(daemon: Daemon, start_
             timeout=30,
         )
     assert answer.reason == pb.REASON_NO_PROCESS_MATCHED
-    assert f"pids {','.join(map(str, pids[:8]))} and {validate.MAX_PIDS - 8} more;" in answer.message
+    assert f"pids {','.join(map(str, pids[:8]))} and {targets.MAX_PIDS - 8} more;" in answer.message
 
 
 HUGE_TEXT = "x" * 1_000_000
@@ -210,15 +210,15 @@ def test_a_huge_value_is_not_echoed(guarded: Daemon, rpc: str, request_: Any, sa
 def test_the_most_ranks_and_the_longest_names_fit_one_command_datagram() -> None:
     """nputrace's config text carries its ranks: at the limits it is still one datagram a plugin reads."""
     names = tuple("d" * 100 for _ in range(9))  # 908 characters of the 1024 a list may have
-    command = NpuTraceCommand(
-        targets=Targets(ranks=tuple(range(2**31 - validate.MAX_RANKS, 2**31))),
-        log_file="/" + "x" * (validate.MAX_PATH - 1),
+    command = NPUTRACE.model(
+        targets=Targets(ranks=tuple(range(2**31 - targets.MAX_RANKS, 2**31))),
+        log_file="/" + "x" * (rules.MAX_PATH - 1),
         iterations=1,
         activities=("CPU", "NPU"),
         mstx_domain_include=names,
         mstx_domain_exclude=names,
     )
-    assert validate.npu_trace(command) == []
+    assert NPUTRACE.check(command) == []
     text = configtext.with_trace_id(NpuTrace(TraceStore(), Delivery()).text(command), "1" * 18)
     payload = wire.Command(kind="nputrace", trace_id="1" * 18, config=text).to_payload()
     assert len(wire.encode(wire.COMMAND, payload)) <= wire.MAX_DATAGRAM
@@ -234,10 +234,10 @@ HUGE = 9_223_372_036_854_775_000
     [
         (
             dict(start_step=HUGE, iterations=1),
-            f"--start-step: must be -1 (the next step) or a step number in 0..{validate.MAX_STEP}",
+            f"--start-step: must be -1 (the next step) or a step number in 0..{tracing.MAX_STEP}",
         ),
-        (dict(iterations=1_000_000_000), f"--iterations: must be in 1..{validate.MAX_ITERATIONS}"),
-        (dict(duration_ms=2**62), f"--duration-ms: must be in 1..{validate.MAX_DURATION_MS} ms"),
+        (dict(iterations=1_000_000_000), f"--iterations: must be in 1..{tracing.MAX_ITERATIONS}"),
+        (dict(duration_ms=2**62), f"--duration-ms: must be in 1..{tracing.MAX_DURATION_MS} ms"),
         (dict(iterations=1, gc_detect_threshold=math.inf), "--gc-detect-threshold: must be finite"),
     ],
 )
@@ -250,8 +250,8 @@ def test_nputrace_bounds(daemon: Daemon, fields: Dict[str, Any], message: str) -
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        (dict(iterations=1_000_000_000), f"--iterations: must be in 1..{validate.MAX_ITERATIONS}"),
-        (dict(duration_ms=2**62), f"--duration-ms: must be in 1..{validate.MAX_DURATION_MS} ms"),
+        (dict(iterations=1_000_000_000), f"--iterations: must be in 1..{tracing.MAX_ITERATIONS}"),
+        (dict(duration_ms=2**62), f"--duration-ms: must be in 1..{tracing.MAX_DURATION_MS} ms"),
         (dict(iterations=1, profile_start_iteration_roundup=2**40), "--profile-start-iteration-roundup"),
     ],
 )
@@ -265,9 +265,9 @@ def test_bounds_hold_on_the_legacy_wire(daemon: Daemon) -> None:
     reply = legacy(daemon, cli.msmonitor_nputrace("/tmp/t", HUGE, 1))
     assert "--start-step: must be -1 (the next step) or a step number in 0.." in reply["message"]
     reply = legacy(daemon, cli.msmonitor_nputrace("/tmp/t", 5, 1_000_000_000))
-    assert f"--iterations: must be in 1..{validate.MAX_ITERATIONS}" in reply["message"]
+    assert f"--iterations: must be in 1..{tracing.MAX_ITERATIONS}" in reply["message"]
     reply = legacy(daemon, cli.stock_gputrace("/tmp/t.json", duration_ms=2**62))
-    assert f"--duration-ms: must be in 1..{validate.MAX_DURATION_MS} ms" in reply["message"]
+    assert f"--duration-ms: must be in 1..{tracing.MAX_DURATION_MS} ms" in reply["message"]
     reply = legacy(daemon, cli.msmonitor_nputrace("/tmp/t", 5, 1, PROFILE_GC_DETECT_THRESHOLD="inf"))
     assert "--gc-detect-threshold: must be finite, >= 0 ms, got inf" in reply["message"]
 
@@ -284,7 +284,7 @@ def test_rotation_counts_are_plain_digits(daemon: Daemon, text: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["idle_timeout_s", "wait_registration_s"])
-@pytest.mark.parametrize("value", [math.inf, math.nan, validate.MAX_SESSION_S + 1])
+@pytest.mark.parametrize("value", [math.inf, math.nan, dynamic.MAX_SESSION_S + 1])
 def test_dynamic_timeouts_are_finite_and_bounded(daemon: Daemon, name: str, value: float) -> None:
     why = refusal(lambda: first_reply(daemon, attach(**{name: value})))
-    assert f"must be in 0..{validate.MAX_SESSION_S:g} seconds, got {value}" in why
+    assert f"must be in 0..{dynamic.MAX_SESSION_S:g} seconds, got {value}" in why

@@ -38,10 +38,8 @@ import time
 from typing import Counter
 
 from msmonitor_contract import configtext, wire
+from msmonitor_contract.kinds import DYNAMIC, NPUMONITOR, NPUTRACE
 from msmonitor_contract.vocabulary import CommandKind
-from msmonitor_plugin.kinds import dynamic as dynamic_keys
-from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
-from msmonitor_plugin.kinds import nputrace as nputrace_keys
 
 MODES = ("flood", "flood-deaf", "garbage")
 SEND_TIMEOUT_S = 0.2  # a blocked send gives up this often, so that the end of stdin is seen
@@ -51,7 +49,7 @@ ACK = wire.encode(wire.ACK, wire.Ack(keepalive_s=60.0, daemon_version="hostile")
 
 def _monitor(start: bool) -> str:
     return configtext.render(
-        npumonitor_keys.KEYS,
+        NPUMONITOR.keys,
         {
             "NPU_MONITOR_START": start,
             "NPU_MONITOR_STOP": not start,
@@ -72,10 +70,10 @@ def flood_datagrams(serial: int, stuck: bool):
     start the queue fills up again, and it never runs empty.
     """
     nputrace = configtext.render(
-        nputrace_keys.KEYS,
+        NPUTRACE.keys,
         {"ACTIVITIES_LOG_FILE": "/nonexistent/hostile", "PROFILE_START_STEP": 0, "ACTIVITIES_ITERATIONS": 1},
     )
-    window_stop = configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": dynamic_keys.STOP})
+    window_stop = configtext.render(DYNAMIC.keys, {"DYNAMIC_ACTION": "stop"})
     refusals = [(CommandKind.NPUTRACE, f"npu{serial}-{i}", nputrace) for i in range(3 if stuck else 1)] + [
         (CommandKind.DYNAMIC, f"win{serial}-{i}", window_stop) for i in range(3 if stuck else 1)
     ]

@@ -101,7 +101,7 @@ def run(target: Target, args: Namespace) -> None:
     """
     _check_usage(target, args)  # before gRPC loads: a usage error answers at once
     from dynoproto import dynolog_pb2 as pb
-    from dynoproto import validate
+    from msmonitor_contract.kinds import DYNAMIC
 
     from .. import interactive
     from ..connection import connect
@@ -109,7 +109,7 @@ def run(target: Target, args: Namespace) -> None:
     attach = fill(pb.DynamicAttach(), FLAGS, args)
     attach.output = absolute_path(target, args.output) if args.output else os.getcwd()
     _identify(attach.client)
-    errors = validate.dynamic_attach(attach)
+    errors = DYNAMIC.check(attach)
     if args.command:  # the job's pid is known once it started, after these checks
         errors = [e for e in errors if e.field != "targets.pids"]
     check_fields(errors)

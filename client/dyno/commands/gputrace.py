@@ -56,7 +56,7 @@ def run(target: Target, args: Namespace) -> None:
     Example: dyno gputrace --log-file /tmp/t.json --iterations 5 --wait
     """
     from dynoproto import dynolog_pb2 as pb
-    from dynoproto import validate
+    from msmonitor_contract.kinds import GPUTRACE
 
     from ..trace_start import start_trace
 
@@ -66,7 +66,7 @@ def run(target: Target, args: Namespace) -> None:
         target,
         args,
         request,
-        validate.gpu_trace,
+        GPUTRACE.check,
         lambda stub: stub.GpuTrace,
         no_match_ok=not args.fail_on_no_process,
     )

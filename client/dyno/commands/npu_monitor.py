@@ -142,7 +142,7 @@ def run(target: Target, args: Namespace) -> None:
     On many hosts, one live table of every host's processes: dyno --hosts 'node[001-016]' npu-monitor --watch
     A job's files, for msprof-analyze: dyno --hosts 'node[01-16]' npu-monitor --npu-monitor-stop --collect ./m
     """
-    from dynoproto import validate
+    from msmonitor_contract.kinds import NPUMONITOR
 
     from ..answers import report_command
 
@@ -154,7 +154,7 @@ def run(target: Target, args: Namespace) -> None:
     if args.collect and not request.stop:
         return _raise(_collect([target], request.targets, args, target.json))
     request.log_file = absolute_path(target, request.log_file)
-    check_fields(validate.npu_monitor(request))
+    check_fields(NPUMONITOR.check(request))
     report_command(target, _send(target, request, args))
     if args.collect:
         _raise(_collect([target], request.targets, args, target.json))
@@ -164,7 +164,7 @@ def run(target: Target, args: Namespace) -> None:
 
 def across(target: Target, args: Namespace) -> None:
     """As ``run``, on every host: one table of the answers, one live view of every host's reports."""
-    from dynoproto import validate
+    from msmonitor_contract.kinds import NPUMONITOR
 
     from .. import fanout
     from ..answers import COMMAND_VIEW, judge_command
@@ -177,7 +177,7 @@ def across(target: Target, args: Namespace) -> None:
         return _watch_across(target, fanout.fleet(target), request.targets)
     if args.collect and not request.stop:
         return _raise(_collect(fanout.fleet(target), request.targets, args, target.json))
-    check_fields(validate.npu_monitor(request))  # the path as given: other hosts have other cwds
+    check_fields(NPUMONITOR.check(request))  # the path as given: other hosts have other cwds
     fleet = fanout.fleet(target)
     outcomes = fanout.gather(fleet, lambda one: _send(one, request, args), target.parallel, judge_command)
     fanout.show(target, outcomes, COMMAND_VIEW)

@@ -91,14 +91,14 @@ def run(target: Target, args: Namespace) -> None:
       dyno --hosts 'node[001-016]' nputrace --job-id 77 --iterations 3 --log-file /data/traces --sync --wait
     """
     from dynoproto import dynolog_pb2 as pb
-    from dynoproto import validate
+    from msmonitor_contract.kinds import NPUTRACE
 
     from ..trace_start import start_trace
 
     request = fill(pb.NpuTraceRequest(), FLAGS, args)
     if request.iterations:  # msMonitor sends --duration-ms only with a time-based trace
         request.duration_ms = 0
-    start_trace(target, args, request, validate.npu_trace, lambda stub: stub.NpuTrace)
+    start_trace(target, args, request, NPUTRACE.check, lambda stub: stub.NpuTrace)
 
 
 COMMAND = Command("nputrace", run, FLAGS, across=run)  # run fans out itself: trace_start.start_trace

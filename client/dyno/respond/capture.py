@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Sequence
 
 from dynoproto import dynolog_pb2 as pb
-from dynoproto import validate
+from msmonitor_contract.kinds import NPUTRACE
 
 from .. import collect, fanout, trace_start
 from ..cli import check_fields, command_parser, fill
@@ -71,7 +71,7 @@ def request(job: JobHosts, settings: CaptureSettings, folder: str) -> pb.NpuTrac
     args = command_parser("dyno nputrace", nputrace.COMMAND).parse_args(_flags(job, settings, folder))
     built = fill(pb.NpuTraceRequest(), nputrace.FLAGS, args)
     built.duration_ms = 0  # step-based: as nputrace sends it
-    check_fields(validate.npu_trace(built))
+    check_fields(NPUTRACE.check(built))
     return built
 
 

@@ -11,15 +11,20 @@ both read from the store, so that a restarted daemon keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
+from msmonitor_contract.kinds.nputrace import NPUTRACE
+from msmonitor_contract.targets import Targets
+
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
-from ..kinds.nputrace import NpuTrace, NpuTraceCommand
-from ..model import CommandResult, Targets
+from ..kinds.nputrace import NpuTrace
+from ..model import CommandResult
 from ..monitor_pause import TRACE_WAIT_S, MonitorPause
 from ..pipeline import CommandPipeline
 from ..traces import Trace, TraceStore
@@ -60,7 +65,7 @@ class AutoTracer:
         """Stop → trace → resume for *incident*'s process; *monitor*: the start to resume with."""
         assert monitor.auto_trace is not None  # only a monitor with --auto-trace raises incidents
         self.trace_dir.mkdir(parents=True, exist_ok=True)
-        request = NpuTraceCommand(
+        request = NPUTRACE.model(
             targets=Targets.of_pid(incident.host_pid),
             start_step=-1,
             iterations=monitor.auto_trace.iterations,
@@ -112,7 +117,7 @@ class _Timeline:
     def paused(self, stop: Optional[CommandResult], monitors: Mapping[int, NpuMonitorCommand]) -> None:
         monitor = monitors.get(self.incident.host_pid)
         if monitor is not None:
-            self.incident.resume = json.dumps(monitor.to_json())
+            self.incident.resume = json.dumps(dataclasses.asdict(monitor))
             self.step("npu-monitor stopped")
         elif stop is not None:
             self.step(f"npu-monitor did not stop: {_why(stop)}")
@@ -151,7 +156,7 @@ class _Timeline:
 def _resumable(incident: Incident) -> Optional[NpuMonitorCommand]:
     """The monitor's start kept in *incident*, or None where a daemon before this format kept it."""
     try:
-        return NpuMonitorCommand.from_json(json.loads(incident.resume))
+        return NPUMONITOR.build(json.loads(incident.resume))
     except (ValueError, TypeError, AttributeError):
         return None
 

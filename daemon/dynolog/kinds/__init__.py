@@ -1,7 +1,8 @@
 """One module per command kind: its :class:`~dynolog.pipeline.Policy`, and the model of its command.
 
-A kind that ``dyno`` sends with an RPC of its own (``Policy.rpc``) is found here by the node and the
-gRPC edge alike: adding one is adding its module, nothing else in the daemon.
+A kind that ``dyno`` sends with an RPC of its own (its ``Policy.declaration``, which names the RPC) is
+found here by the node and the gRPC edge alike: adding one is adding its module, nothing else in the
+daemon.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _subclasses(cls: type) -> List[Type[Policy[Any]]]:
     found: List[Type[Policy[Any]]] = []
     sub: Type[Policy[Any]]
     for sub in cls.__subclasses__():
-        if vars(sub).get("rpc") and sub not in found:
+        if vars(sub).get("declaration") and sub not in found:
             found.append(sub)
         found += [s for s in _subclasses(sub) if s not in found]
     return found

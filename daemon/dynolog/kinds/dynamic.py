@@ -8,64 +8,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
-from msmonitor_contract import configtext
+from msmonitor_contract.kinds.dynamic import DYNAMIC
+from msmonitor_contract.kinds.dynamic import stop_text as dynamic_stop_text
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import CommandKind, Reason
-from msmonitor_plugin.kinds import dynamic as dynamic_keys
 
 from ..delivery import Delivery
-from ..model import CommandResult, Targets
+from ..model import CommandResult
 from ..pipeline import Policy
 from ..registry import ProcessRecord
 from ..traces import TraceStore
 from .tracing import TracePolicy
 
-
-@dataclass(frozen=True)
-class DynamicOptions:
-    """What each ``dyno dynamic`` window records: nputrace's options and msprof's that apply."""
-
-    activities: Tuple[str, ...] = ()
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    with_modules: bool = False
-    task_time: str = ""
-    runtime_api: bool = False
-    aicpu: bool = False
-    model_execution: bool = False
-    hccl: bool = False
-    msproftx: bool = False
-    ascendcl: bool = False
-    aic_metrics: str = ""
-    l2: bool = False
-    sys_hardware_mem: bool = False
-    host_sys: Tuple[str, ...] = ()
-    export_type: str = ""
-
-
-@dataclass(frozen=True)
-class Controller:
-    """Who says they run a ``dyno dynamic`` session (under mutual TLS the certificate names them)."""
-
-    user: str = ""
-    uid: int = 0
-    hostname: str = ""
-    pid: int = 0
-
-
-@dataclass(frozen=True)
-class AttachCommand:
-    """A ``dyno dynamic`` session's first request: its processes, where windows go, and its limits."""
-
-    targets: Targets = field(default_factory=Targets)
-    output: str = ""
-    options: DynamicOptions = field(default_factory=DynamicOptions)
-    idle_timeout_s: float = 0.0  # 0: the default
-    command_limit: int = 0  # 0: the default
-    wait_registration_s: float = 0.0  # launch mode: wait this long for a matching process
-    client: Controller = field(default_factory=Controller)
+# A session's first request, as its declaration makes it (msmonitor_contract.kinds.dynamic): its
+# processes, where windows go, what each records (options), its limits (0: the defaults) and who asks
+# (client: under mutual TLS the certificate names them).
+AttachCommand = Any
 
 
 @dataclass(frozen=True)
@@ -166,24 +126,7 @@ class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
         return f"{request.attach.output.rstrip('/')}/PROF_<seq>_<timestamp>_<tag>/"
 
     def text(self, request: SessionRequest) -> str:
-        o = request.attach.options
-        return configtext.render(
-            dynamic_keys.KEYS,
-            {
-                "DYNAMIC_ACTION": dynamic_keys.START,
-                "DYNAMIC_OUTPUT": request.attach.output,
-                "PROFILE_ACTIVITIES": list(o.activities),
-                "PROFILE_RECORD_SHAPES": o.record_shapes,
-                "PROFILE_PROFILE_MEMORY": o.profile_memory,
-                "PROFILE_WITH_STACK": o.with_stack,
-                "PROFILE_WITH_MODULES": o.with_modules,
-                "MSPROF_TASK_TIME": o.task_time,
-                "MSPROF_AIC_METRICS": o.aic_metrics,
-                "MSPROF_HOST_SYS": list(o.host_sys),
-                "MSPROF_TYPE": o.export_type,
-                **{name: getattr(o, name[len("MSPROF_") :].lower()) for name in dynamic_keys.MSPROF_SWITCHES},
-            },
-        )
+        return DYNAMIC.render(request.attach)
 
     def stop_text(self) -> str:
-        return configtext.render(dynamic_keys.KEYS, {"DYNAMIC_ACTION": dynamic_keys.STOP})
+        return dynamic_stop_text()

@@ -3,45 +3,22 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
+from msmonitor_contract.kinds.gputrace import GPUTRACE, kineto_output_file
 from msmonitor_contract.vocabulary import CommandKind, Reason
-from msmonitor_plugin.kinds import gputrace as gputrace_keys
-from msmonitor_plugin.kinds.gputrace import kineto_output_file
 
-from ..keyed import FieldKeys
-from ..model import Targets
 from ..registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
 
-
-@dataclass(frozen=True)
-class GpuTraceCommand:
-    """``dyno gputrace``: dynolog's options, as Kineto reads them."""
-
-    targets: Targets = field(default_factory=Targets)
-    log_file: str = ""
-    duration_ms: int = 0
-    iterations: int = 0  # > 0: iteration mode
-    profile_start_time_ms: int = 0
-    profile_start_iteration_roundup: int = 0
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    with_flops: bool = False
-    with_modules: bool = False
-
-
-FIELDS = FieldKeys(gputrace_keys.KEYS, gputrace_keys.FIELD_KEYS)
+# The request as its declaration makes it (msmonitor_contract.kinds.gputrace): the proto's fields.
+GpuTraceCommand = Any
 
 
 class GpuTrace(TracePolicy[GpuTraceCommand]):
     kind = CommandKind.GPUTRACE
     pulled_by = ClientKind.KINETO  # stock PyTorch runs dynolog's gputrace
-    rpc = "GpuTrace"
-    command = GpuTraceCommand
-    fields = FIELDS
+    declaration = GPUTRACE
 
     def label(self, request: GpuTraceCommand) -> str:
         return "gputrace"
@@ -67,7 +44,7 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
         return kineto_output_file(request.log_file, record.pid)
 
     def text(self, request: GpuTraceCommand) -> str:
-        return gputrace_keys.render_command(request)
+        return GPUTRACE.render(request)
 
 
 def _folder(request: GpuTraceCommand) -> str:

@@ -7,26 +7,23 @@ record); the command waits for those answers, briefly, so ``dyno`` can show them
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import secrets
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence
 
 from msmonitor_contract import wire
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
 from msmonitor_contract.vocabulary import (
     MONITOR_HOLDER,
     CommandKind,
     MonitorState,
     Reason,
 )
-from msmonitor_plugin.kinds import npumonitor as npumonitor_keys
 
 from ..changed import Changed
 from ..delivery import Delivery
-from ..keyed import FieldKeys
-from ..model import CommandResult, Outcome, Targets, from_fields
+from ..model import CommandResult, Outcome
 from ..monitor_files import MonitorOutput, MonitorOutputs
 from ..pipeline import Policy
 from ..registry import ProcessRecord
@@ -40,52 +37,16 @@ ANSWER_WAIT_S = 2.0  # how long a command waits for pushed processes to say what
 STOP_WAIT_S = 10.0
 
 
-@dataclass(frozen=True)
-class AutoTraceRule:
-    """npu-monitor's ``--auto-trace``: when a slowdown is an incident, and how often one is traced."""
-
-    slowdown: float = 0.0
-    for_intervals: int = 0
-    iterations: int = 0
-    cooldown_s: int = 0
-    max_per_day: int = 0
-
-
-@dataclass(frozen=True)
-class NpuMonitorCommand:
-    """``dyno npu-monitor``: start, change or stop each process's monitor."""
-
-    targets: Targets = field(default_factory=Targets)
-    start: bool = False
-    stop: bool = False
-    report_interval_s: int = 0  # 0: leave unchanged
-    duration_s: float = 0.0  # 0: until stopped
-    activity_kinds: Tuple[str, ...] = ()
-    log_file: str = ""  # "": report to the daemon
-    export_type: str = ""
-    jsonl_rotate_log_lines: str = ""
-    jsonl_rotate_log_files: str = ""
-    filter: str = ""
-    top_n: int = 0
-    auto_trace: Optional[AutoTraceRule] = None  # None: no detection
-
-    def to_json(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> NpuMonitorCommand:
-        """The inverse of :meth:`to_json` (what an incident keeps to resume the monitor with)."""
-        return from_fields(cls, d)
-
-
-FIELDS = FieldKeys(npumonitor_keys.KEYS, npumonitor_keys.FIELD_KEYS)  # --auto-trace has no key
+# The request, and its --auto-trace, as their declarations make them (msmonitor_contract.kinds.
+# npumonitor): the proto's fields. auto_trace None: no detection. An incident keeps a start as JSON
+# (dataclasses.asdict) to resume the monitor with (NPUMONITOR.build).
+NpuMonitorCommand = Any
+AutoTraceRule = Any
 
 
 class NpuMonitor(Policy[NpuMonitorCommand]):
     kind = CommandKind.NPUMONITOR
-    rpc = "NpuMonitor"
-    command = NpuMonitorCommand
-    fields = FIELDS
+    declaration = NPUMONITOR
 
     def __init__(self, delivery: Delivery) -> None:
         self._delivery = delivery
@@ -105,7 +66,7 @@ class NpuMonitor(Policy[NpuMonitorCommand]):
         return "npu-monitor " + ("start" if request.start else "stop" if request.stop else "change")
 
     def text(self, request: NpuMonitorCommand) -> str:
-        return npumonitor_keys.render_command(request)
+        return NPUMONITOR.render(request)
 
     async def deliver(self, request: NpuMonitorCommand, result: CommandResult) -> None:
         command_id = secrets.token_hex(8)

@@ -2,68 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
-from msmonitor_contract import configtext
+from msmonitor_contract.kinds.nputrace import NPUTRACE
 from msmonitor_contract.vocabulary import (
     CommandKind,
     Reason,
 )
-from msmonitor_plugin.kinds import nputrace as nputrace_keys
 
-from ..keyed import FieldKeys
-from ..model import Targets
 from ..registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
 
-
-@dataclass(frozen=True)
-class NpuTraceCommand:
-    """``dyno nputrace``: msMonitor's options, typed."""
-
-    targets: Targets = field(default_factory=Targets)
-    log_file: str = ""
-    start_step: int = 0  # -1: the next step to begin
-    iterations: int = 0  # > 0: step-based; 0: time-based (duration_ms)
-    duration_ms: int = 0
-    profile_start_time_ms: int = 0
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    with_flops: bool = False
-    with_modules: bool = False
-    analyse: bool = False
-    async_mode: bool = False
-    activities: Tuple[str, ...] = ()
-    profiler_level: str = ""
-    aic_metrics: str = ""
-    l2_cache: bool = False
-    op_attr: bool = False
-    msprof_tx: bool = False
-    mstx_domain_include: Tuple[str, ...] = ()
-    mstx_domain_exclude: Tuple[str, ...] = ()
-    data_simplification: bool = False
-    export_type: str = ""
-    gc_detect_threshold: Optional[float] = None
-    host_sys: Tuple[str, ...] = ()
-    sys_io: bool = False
-    sys_interconnection: bool = False
-    # A process whose npu-monitor runs pauses it for the trace (see dynolog.monitor_pause); no config
-    # key: the daemon does it, the process is sent a plain trace.
-    pause_monitor: bool = False
-
-
-FIELDS = FieldKeys(nputrace_keys.KEYS, nputrace_keys.FIELD_KEYS)
+# The request as its declaration makes it (msmonitor_contract.kinds.nputrace): the proto's fields, by
+# name, with the wire's defaults; pause_monitor has no config key: the daemon pauses the monitor itself
+# (dynolog.monitor_pause) and sends the process a plain trace.
+NpuTraceCommand = Any
 
 
 class NpuTrace(TracePolicy[NpuTraceCommand]):
     kind = CommandKind.NPUTRACE
     pulled_by = ClientKind.MSMONITOR  # torch_npu and MindSpore trace with their own profiler
-    rpc = "NpuTrace"
-    command = NpuTraceCommand
-    fields = FIELDS
+    declaration = NPUTRACE
 
     def label(self, request: NpuTraceCommand) -> str:
         return "nputrace"
@@ -102,33 +61,7 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
         return f"{log_file}/{host}_{record.pid}_<timestamp>_<backend>/"
 
     def text(self, request: NpuTraceCommand) -> str:
-        return nputrace_keys.render_command(request, request.gc_detect_threshold, request.targets.ranks)
-
-    def from_text(self, text: str, targets: Targets) -> NpuTraceCommand:
-        """msMonitor's dyno names ranks in the text (PROFILE_RANK_LIST, with PROFILE_IS_RANK)."""
-        raw = configtext.read(nputrace_keys.KEYS, configtext.parse(text))
-        ranks = (
-            tuple(_numbers("PROFILE_RANK_LIST", raw["PROFILE_RANK_LIST"])) if raw["PROFILE_IS_RANK"] else ()
-        )
-        return FIELDS.command(
-            NpuTraceCommand, text, dataclasses.replace(targets, ranks=tuple(ranks)), _typed_threshold
-        )
-
-
-def _typed_threshold(fields: Dict[str, Any]) -> Dict[str, Any]:
-    """The GC threshold travels as optional text (``None`` when unset); the command holds a number."""
-    if "gc_detect_threshold" in fields:
-        fields["gc_detect_threshold"] = _numbers(
-            "PROFILE_GC_DETECT_THRESHOLD", [fields["gc_detect_threshold"]], float
-        )[0]
-    return fields
-
-
-def _numbers(key: str, texts: List[str], kind: Callable[[str], Any] = int) -> List[Any]:
-    try:
-        return [kind(t) for t in texts]
-    except ValueError:
-        raise configtext.ConfigTextError(f"{key}={','.join(texts)} is not a number") from None
+        return NPUTRACE.render(request)
 
 
 def _mindspore_takes_it(record: ProcessRecord) -> bool:

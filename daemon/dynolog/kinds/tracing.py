@@ -7,7 +7,7 @@ import logging
 import socket
 
 from msmonitor_contract import configtext
-from msmonitor_plugin.kinds import base as trace_kinds
+from msmonitor_contract.kinds import tracing as trace_kinds
 
 from ..delivery import Delivery
 from ..model import CommandResult

@@ -9,8 +9,7 @@ from typing import Any, Dict, Union
 
 from dynoproto import legacy
 from dynoproto.legacy import LegacyError
-
-from ..model import Targets
+from msmonitor_contract.targets import Targets
 
 FUNCTIONS = (legacy.GET_STATUS, legacy.GET_VERSION, legacy.SET_CONFIG, legacy.CANCEL_TRACE)
 

@@ -9,8 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from dynoproto import SERVICE, legacy
 from msmonitor_contract import configtext
-from msmonitor_plugin.kinds import gputrace as gputrace_keys
-from msmonitor_plugin.kinds import nputrace as nputrace_keys
+from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE
 
 from .. import __version__, admission
 from ..auth import AccessPolicy, Peer, RefusalLog, Revocation, authorize
@@ -26,8 +25,8 @@ from .request import Call, CancelTrace, Failed, SetConfig, parse
 log = logging.getLogger("dynolog.legacy")
 
 # Keys only msMonitor's nputrace writes: a text without them is dynolog's gputrace (stock Kineto's).
-_NPUTRACE_ONLY = frozenset(k.name for k in nputrace_keys.KEYS) - {k.name for k in gputrace_keys.KEYS}
-_NPU_MONITOR_KEY = "NPU_MONITOR_START"  # msMonitor's daemon tells npu-monitor apart by it
+_NPUTRACE_ONLY = frozenset(k.name for k in NPUTRACE.keys) - {k.name for k in GPUTRACE.keys}
+_NPU_MONITOR_KEY = NPUMONITOR.field("start").config_key().name  # msMonitor's daemon tells npu-monitor so
 
 _RPC_OF_CALL = {legacy.GET_STATUS: "GetStatus", legacy.GET_VERSION: "GetVersion"}
 _CANCEL_RPC = "CancelTrace"
@@ -102,7 +101,8 @@ class LegacyService:
             command = policy.from_text(request.config, request.targets)
         except configtext.ConfigTextError as exc:
             return self._refused(policy.kind.value, caller, str(exc))
-        refusals = admission.refusals(type(policy), command, self._trace_roots)
+        assert policy.declaration is not None
+        refusals = admission.refusals(policy.declaration, command, self._trace_roots)
         if refusals:
             return self._refused(policy.kind.value, caller, "; ".join(refusals))
         result = await node.pipeline.run(policy, command)

@@ -6,66 +6,41 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import struct
 import time
-from typing import Any, Dict, Optional, Type, TypeVar, cast
+from typing import Any, Optional, Type, cast
 
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from dynoproto import dynolog_pb2 as pb
+from dynoproto.convert import fields
+from msmonitor_contract.kinds.dynamic import DYNAMIC
 from msmonitor_contract.report import KindStat, NameStat, Report
+from msmonitor_contract.targets import TARGETS, Targets
 from msmonitor_contract.vocabulary import Reason, TracePhase
 
 from ..dynamic_session import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 from ..fetch import Piece
 from ..incidents.incident import Incident
-from ..kinds.dynamic import AttachCommand
-from ..model import CommandResult, MsMonitorStatus, Targets, from_fields
+from ..model import CommandResult, MsMonitorStatus
+from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
 from ..traces import ProcessTrace, Trace, TraceSlot
 
 # --- requests, in ------------------------------------------------------------------------------------
 
-_Model = TypeVar("_Model")
 
-
-def _fields(message: Message) -> Dict[str, Any]:
-    """The fields *message* carries, as plain values (proto3 presence: unset optionals and messages are
-    absent)."""
-    return {f.name: _value(f, value) for f, value in message.ListFields()}
-
-
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    if field.is_repeated:
-        return [_fields(v) for v in value] if field.message_type is not None else list(value)
-    if field.type == FieldDescriptor.TYPE_FLOAT:
-        return _as_typed(value)
-    return _fields(value) if field.message_type is not None else value
-
-
-def _as_typed(value: float) -> float:
-    """A proto float as the user typed it: 0.1 arrives as 0.10000000149011612, which would reach the
-    process's config text so; the shortest decimal that is the same float32 is what was meant."""
-    single = struct.pack("<f", value)
-    for digits in range(6, 10):
-        shortest = float(f"{value:.{digits}g}")
-        if struct.pack("<f", shortest) == single:
-            return shortest
-    return value
-
-
-def command(model: Type[_Model], request: Message) -> _Model:
-    """A command kind's request as its model (the kind's ``Policy.command``)."""
-    return from_fields(model, _fields(request))
+def command(policy: Type[Policy[Any]], request: Message) -> Any:
+    """A command kind's request as its model (the one its declaration makes)."""
+    assert policy.declaration is not None, f"{policy.kind.value} is sent by no RPC of its own"
+    return policy.declaration.build(fields(request))
 
 
 def targets(message: pb.Targets) -> Targets:
-    return command(Targets, message)
+    return TARGETS.build(fields(message))
 
 
-def attach(message: pb.DynamicAttach) -> AttachCommand:
-    return command(AttachCommand, message)
+def attach(message: pb.DynamicAttach) -> Any:
+    return DYNAMIC.build(fields(message))
 
 
 def session_step(request: pb.DynamicRequest) -> SessionStep:

@@ -12,15 +12,17 @@ from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequ
 import grpc
 from google.protobuf.message import Message
 
-from dynoproto import API, validate
+from dynoproto import API
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
+from msmonitor_contract.kinds.dynamic import DYNAMIC
+from msmonitor_contract.targets import check as check_targets
 
 from .. import __version__, admission, auth, fetch, monitor_files, targeting
 from ..dispatch import IpcDispatcher
 from ..dynamic_session import DynamicSession, SessionStep
 from ..kinds import command_policies
-from ..kinds.dynamic import Controller, Holds
+from ..kinds.dynamic import Holds
 from ..node import Node, msmonitor_status
 from ..pipeline import Policy
 from ..registry import ClientKind, ProcessRecord
@@ -54,8 +56,10 @@ class DynologService(pb_grpc.DynologServicer):
         through the pipeline."""
 
         async def rpc(request: Message, context: grpc.aio.ServicerContext) -> pb.CommandResponse:
-            command: Any = convert.command(policy.command, request)
-            node = await self._accept(context, admission.refusals(policy, command, self._trace_roots))
+            command: Any = convert.command(policy, request)
+            kind = policy.declaration
+            assert kind is not None
+            node = await self._accept(context, admission.refusals(kind, command, self._trace_roots))
             return convert.command_response(await node.pipeline.run(node.commands[policy.rpc], command))
 
         return rpc
@@ -169,7 +173,7 @@ class DynologService(pb_grpc.DynologServicer):
         self, request: pb.WatchMetricsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.MetricsReport]:
         """Each matched process's reports as they arrive, until the client goes away."""
-        node = await self._accept(context, [str(e) for e in validate.watch_metrics(request)])
+        node = await self._accept(context, [str(e) for e in check_targets(request)])
         targets = convert.targets(request.targets)
         queue = node.metrics.watch(targets, request.latest)
         try:
@@ -186,7 +190,7 @@ class DynologService(pb_grpc.DynologServicer):
     ) -> AsyncIterator[pb.FileChunk]:
         """The files the selected processes' monitors wrote with --log-file, in chunks (see
         dynolog.monitor_files for which are served)."""
-        node = await self._accept(context, [str(e) for e in validate.fetch_monitor_files(request)])
+        node = await self._accept(context, [str(e) for e in check_targets(request)])
         monitor = node.npumonitor
         outputs = monitor.outputs.select(convert.targets(request.targets))
 
@@ -210,10 +214,8 @@ class DynologService(pb_grpc.DynologServicer):
         if first is None or first.action != pb.DYNAMIC_ACTION_ATTACH:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a dynamic session begins with an attach")
         assert first is not None
-        errors = [str(e) for e in validate.dynamic_attach(first.attach)]
-        refusals = errors or admission.outside_roots(first.attach.output, self._trace_roots, "--output")
-        node = await self._accept(context, refusals)
         attach = convert.attach(first.attach)
+        node = await self._accept(context, admission.refusals(DYNAMIC, attach, self._trace_roots))
         session = DynamicSession(node.session_deps(), attach, *_controller(context, attach.client))
         async for reply in session.run(first.seq, _steps(requests)):
             yield convert.session_reply(reply)
@@ -274,7 +276,7 @@ async def _steps(requests: AsyncIterator[pb.DynamicRequest]) -> AsyncIterator[Se
         yield convert.session_step(request)
 
 
-def _controller(context: grpc.aio.ServicerContext, client: Controller) -> Tuple[str, str]:
+def _controller(context: grpc.aio.ServicerContext, client: Any) -> Tuple[str, str]:
     """Who holds the processes, as a second controller is told: the certificate's name when there is
     one (verified), else the user the client says it runs as; and which dyno, from where."""
     peer = auth.peer_of(context.auth_context())

@@ -1,10 +1,10 @@
-"""The command kinds the plugin runs, one module each, and the one list of the trace kinds.
+"""The trace kinds the plugin runs, one module each, and the one list of them.
 
-A trace kind's module holds its key table (``KEYS``), its parser and its recorder hooks, named together
-in its ``KIND`` (:class:`~.base.TraceKind`); npumonitor's holds its key table (the monitor runs it). The
-daemon renders each kind's text from the same ``KEYS``. The router, the tracer, the recorders and the
-hello find the trace kinds in :data:`TRACES`: a new trace kind is a module here, listed there, and its
-:class:`~msmonitor_contract.vocabulary.CommandKind` member.
+A trace kind's module reads its text (whose keys its declaration in :mod:`msmonitor_contract.kinds`
+gives) into a TraceSpec, and holds its recorder hooks, named together in its ``KIND``
+(:class:`~.base.TraceKind`). The router, the tracer, the recorders and the hello find the trace kinds in
+:data:`TRACES`: a new trace kind is a module here, listed there. npu-monitor is not a trace: the monitor
+reads its keys (:mod:`..monitor.config`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple
 
 from msmonitor_contract.vocabulary import CommandKind
 
-from . import dynamic, gputrace, npumonitor, nputrace
+from . import dynamic, gputrace, nputrace
 from .base import TraceKind
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "dynamic",
     "find",
     "gputrace",
-    "npumonitor",
     "nputrace",
 ]
 

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional
 
-from msmonitor_contract.configtext import BOOL, ConfigTextError, Key, Table, read, render
+from msmonitor_contract.configtext import ConfigTextError, Table
+from msmonitor_contract.kinds.tracing import is_trace_stop
 from msmonitor_contract.vocabulary import DEFAULT_NPU_ACTIVITIES, CommandKind, split_list
 
 if TYPE_CHECKING:
@@ -68,19 +69,6 @@ def in_folder(folder: str, host: str, pid: int) -> TorchOutput:
 
 def log_file(spec: TraceSpec) -> str:
     return spec.log_file
-
-
-# A trace's stop (``dyno trace ID --cancel``): its kind's command again, with the trace's id and this one
-# key; the tracer stops it as it stops a window. A window's stop is its own (DYNAMIC_ACTION=stop).
-STOP_KEY = Key("TRACE_STOP", BOOL, False)
-
-
-def is_trace_stop(raw: Dict[str, str]) -> bool:
-    return bool(read((STOP_KEY,), raw)[STOP_KEY.name])
-
-
-def stop_text() -> str:
-    return render((STOP_KEY,), {STOP_KEY.name: True})
 
 
 @dataclass(frozen=True)

@@ -8,38 +8,14 @@ from __future__ import annotations
 import os
 from typing import Dict
 
-from msmonitor_contract import vocabulary as v
-from msmonitor_contract.configtext import BOOL, LIST, TEXT, ConfigTextError, Key, Table, read
+from msmonitor_contract.configtext import ConfigTextError, read
+from msmonitor_contract.kinds.dynamic import DYNAMIC, START, STOP
 from msmonitor_contract.vocabulary import CommandKind
 
 from ..trace import prof
 from .base import TraceKind, TraceSpec, in_folder, recording_options
 
-START, STOP = "start", "stop"  # DYNAMIC_ACTION
-MSPROF_SWITCHES = (
-    "MSPROF_RUNTIME_API",
-    "MSPROF_AICPU",
-    "MSPROF_MODEL_EXECUTION",
-    "MSPROF_HCCL",
-    "MSPROF_MSPROFTX",
-    "MSPROF_ASCENDCL",
-    "MSPROF_L2",
-    "MSPROF_SYS_HARDWARE_MEM",
-)
-KEYS: Table = (
-    Key("DYNAMIC_ACTION", TEXT, START),
-    Key("DYNAMIC_OUTPUT", TEXT),
-    Key("PROFILE_ACTIVITIES", LIST, v.split_list(v.DEFAULT_NPU_ACTIVITIES)),
-    Key("PROFILE_RECORD_SHAPES", BOOL, False),
-    Key("PROFILE_PROFILE_MEMORY", BOOL, False),
-    Key("PROFILE_WITH_STACK", BOOL, False),
-    Key("PROFILE_WITH_MODULES", BOOL, False),
-    Key("MSPROF_TASK_TIME", TEXT),
-    Key("MSPROF_AIC_METRICS", TEXT),
-    Key("MSPROF_HOST_SYS", LIST, []),
-    Key("MSPROF_TYPE", TEXT),
-    *(Key(name, BOOL, False) for name in MSPROF_SWITCHES),
-)
+KEYS = DYNAMIC.keys
 
 
 def is_stop(raw: Dict[str, str]) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import FrozenSet, List, Mapping, Optional, Tuple
 
 from msmonitor_contract.activity import LABELS, Kind
+from msmonitor_contract.kinds.npumonitor import NPUMONITOR
 from msmonitor_contract.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
@@ -26,13 +27,12 @@ from msmonitor_contract.vocabulary import (
     split_list,
 )
 
-from ..kinds import npumonitor
 from .filters import KEEP_ALL, Filter
 from .writers import KEEP_ALL_FILES, MAX_LINES, MIN_FILES, MIN_LINES
 
 PATH_MAX = 4096
 UINT32_MAX = 2**32 - 1
-REQUIRED = tuple(key.name for key in npumonitor.KEYS if key.required)
+REQUIRED = tuple(key.name for key in NPUMONITOR.keys if key.required)
 
 
 class ConfigError(ValueError):
