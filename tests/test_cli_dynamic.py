@@ -16,11 +16,11 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 
 import pytest
 
-import dyno.connection
+import dyno.edge.connection
 from dyno.cli import command_parser, fill
 from dyno.commands import dynamic
-from dyno.interactive import USAGE, Ending, Io, Session
 from dyno.main import main
+from dyno.session.interactive import USAGE, Ending, Io, Session
 from dynoproto import dynolog_pb2 as pb
 from test_cli import loaded
 
@@ -306,14 +306,15 @@ def test_msprof_switches_take_on_and_off(spelling, value):
 
 @pytest.fixture
 def fake_dynolog(monkeypatch) -> FakeDynolog:
-    """``dyno.connection.connect`` yields a stub whose Dynamic is this fake (and whose GetStatus answers)."""
+    """``dyno.edge.connection.connect`` yields a stub whose Dynamic is this fake (and whose GetStatus
+    answers)."""
     daemon = FakeDynolog()
 
     @contextlib.contextmanager
     def connect(target: Any, feature: str) -> Iterator[Any]:
         yield SimpleNamespace(Dynamic=daemon, GetStatus=lambda request, timeout: pb.GetStatusResponse())
 
-    monkeypatch.setattr(dyno.connection, "connect", connect)
+    monkeypatch.setattr(dyno.edge.connection, "connect", connect)
     return daemon
 
 
@@ -516,7 +517,7 @@ def test_processes_show_who_holds_them_only_when_someone_does(monkeypatch, capsy
         def connect(target: Any, feature: str, reply: pb.ListProcessesResponse = reply) -> Iterator[Any]:
             yield SimpleNamespace(ListProcesses=lambda request, timeout: reply)
 
-        monkeypatch.setattr(dyno.connection, "connect", connect)
+        monkeypatch.setattr(dyno.edge.connection, "connect", connect)
         assert run_dyno("processes") == 0
         out = capsys.readouterr().out
         assert ("HELD BY" in out) is column and ("alice@login1 (dyno pid 77)" in out) is column

@@ -26,8 +26,8 @@ import pytest
 
 import certs_factory as cf
 import legacy_cli
-from dyno import legacy
-from dyno.target import Target
+from dyno.edge import legacy
+from dyno.fleet.target import Target
 from dynocerts.policy import Role
 from dynoproto import legacy as wire
 from harness import BIN, Daemon, free_port, read_line_until, stop_process

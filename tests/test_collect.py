@@ -187,7 +187,7 @@ def test_fetch_serves_only_the_traces_own_files_and_not_found_for_another(start_
 
 @pytest.mark.parametrize("name", ["../escape.json", "/etc/passwd", "a/../../b", "", "a//b", "./a"])
 def test_a_name_a_daemon_sends_never_leaves_the_folder(name: str):
-    from dyno.collect import local_name
+    from dyno.tracing.collect import local_name
 
     with pytest.raises(ValueError):
         local_name(pb.FileChunk(name=name, rank=0, host_pid=7), "node001")

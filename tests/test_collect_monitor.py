@@ -152,7 +152,7 @@ def test_the_daemon_keeps_the_latest_folders_and_knows_a_process_files_by_pid_an
     "name", ["../msmonitor_1_20260101000000000_0.db", "a/msmonitor_1_20260101000000000_0.db", "x.db", ""]
 )
 def test_a_monitor_file_a_daemon_sends_is_named_as_one_or_refused(name: str) -> None:
-    from dyno.collect import monitor_name
+    from dyno.tracing.collect import monitor_name
 
     with pytest.raises(ValueError):
         monitor_name(pb.FileChunk(name=name), "node001")

@@ -10,9 +10,9 @@ from typing import Counter, Iterator, List
 
 import pytest
 
-from dyno import fanout
 from dyno.exits import EXIT_FAILED, EXIT_UNREACHABLE, CliError
-from dyno.target import Target
+from dyno.fleet import fanout
+from dyno.fleet.target import Target
 from harness import wait_until
 
 VIEW = fanout.View(("ANSWER",), lambda answer: [[str(answer)]], lambda answer: {"value": answer})

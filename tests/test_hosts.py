@@ -10,8 +10,8 @@ from typing import Dict, List
 
 import pytest
 
-from dyno import hosts
 from dyno.exits import EXIT_USAGE, CliError
+from dyno.fleet import hosts
 from harness import BIN
 
 SLURM_STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "slurm"
@@ -37,7 +37,7 @@ def slurm(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 
 def test_hostlists_expand_as_slurm_writes_them():
     assert hosts.expand("node[001-003,010],login", "--hosts") == [
-        *("node001", "node002", "node003", "node010", "login"),
+        *("node001", "node002", "node003", "node010", "login")
     ]
     assert hosts.expand("rack[1-2]-n[1-2]", "--hosts") == ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]
     assert hosts.expand("127.0.0.[2-4]", "--hosts") == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]

@@ -14,10 +14,10 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-from dyno import trace_start
+from dyno.fleet.target import Target
 from dyno.respond import capture, jobs, responder, store
 from dyno.respond.jobs import HostsFrom
-from dyno.target import Target
+from dyno.tracing import start as trace_start
 from harness import Daemon, Workload, wait_until
 from respond_harness import alert, notification
 

@@ -20,8 +20,8 @@ from typing import Callable, Iterator, List, Optional
 
 import pytest
 
+from dyno.fleet.target import Target
 from dyno.respond import ENV, alerts, capture, jobs, responder, store, webhook
-from dyno.target import Target
 from harness import BIN, free_port, wait_until
 from respond_harness import (
     MEASURED,

@@ -11,8 +11,9 @@ import pytest
 
 import certs_factory as cf
 from certs_factory import Role
-from dyno import fanout, trace_start
-from dyno.target import Target
+from dyno.fleet import fanout
+from dyno.fleet.target import Target
+from dyno.tracing import start as trace_start
 from dynoproto import dynolog_pb2 as pb
 from test_fanout import A, B, C, Cluster
 from test_traces import profiler_steps

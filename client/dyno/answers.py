@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional
 
 from dynoproto import dynolog_pb2 as pb
 
-from . import fanout
 from .exits import CliError
+from .fleet import fanout
+from .fleet.target import Target
 from .output import as_dict, print_json, rank_text, table
-from .target import Target
 
 NOT_TAKEN = "no process took the command"
 _STATUS = {pb.COMMAND_STATUS_EFFECTIVE: "effective", pb.COMMAND_STATUS_INEFFECTIVE: "ineffective"}

@@ -1,7 +1,7 @@
 """``dyno``'s command line as data: each flag declared once, and argparse parsers and requests built from it.
 
 A :class:`Flag` says what a user types, where the value goes (a field of the gRPC request, or of the
-:class:`~dyno.target.Target`), its type, default and help. A :class:`Command` is a name, its flags and
+:class:`~dyno.fleet.target.Target`), its type, default and help. A :class:`Command` is a name, its flags and
 a ``run`` whose docstring is its help; a :class:`Group` holds subcommands (``dyno certs init``); a
 :class:`Listed` stands for a command in its group's listing until it runs (its module unimported).
 Standard library only, so that ``dyno --help`` and usage errors never load gRPC, protobuf or
@@ -34,7 +34,7 @@ from typing import (
 from msmonitor_contract.vocabulary import FLAG_NAMES, split_list
 
 from .exits import EXIT_USAGE, CliError
-from .target import Target
+from .fleet.target import Target
 
 if TYPE_CHECKING:
     from msmonitor_contract.rules import FieldError
@@ -86,7 +86,7 @@ def field_flag(field: str, *args: Any, **kwargs: Any) -> Flag:
 class Command(NamedTuple):
     """A subcommand: its flags, and ``run``, whose docstring is its help (the first line, its summary).
 
-    ``across`` runs it on every host of ``--hosts``, ``--hostfile`` or ``--slurm-job`` (dyno.fanout);
+    ``across`` runs it on every host of ``--hosts``, ``--hostfile`` or ``--slurm-job`` (dyno.fleet.fanout);
     a command without one works with one daemon, or none.
     """
 

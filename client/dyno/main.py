@@ -3,7 +3,7 @@ after it.
 
 dyno --hostname node01 --certs-dir ./pki/client status
 dyno dynamic --pid 4242 --output /data/prof --json
-dyno --hosts 'node[001-128]' --certs-dir ./pki/client status     # every node at once (dyno.fanout)
+dyno --hosts 'node[001-128]' --certs-dir ./pki/client status     # every node at once (dyno.fleet.fanout)
 
 Every failure is a :class:`~dyno.exits.CliError`, printed here as ``dyno: message`` on stderr with its
 exit code. Everything printed passes :func:`~dyno.output.escaped_terminal`; a reader that leaves early
@@ -25,8 +25,8 @@ from . import __version__
 from .cli import Flag, dispatch, group_parser
 from .commands import COMMANDS
 from .exits import EXIT_USAGE, CliError
+from .fleet.target import DEFAULT_PARALLEL, DEFAULT_TIMEOUT_S, KEY_PASSWORD_ENV, NO_CERTS, Target
 from .output import escaped_terminal
-from .target import DEFAULT_PARALLEL, DEFAULT_TIMEOUT_S, KEY_PASSWORD_ENV, NO_CERTS, Target
 
 HELP = """Talk to the dynolog daemon of a node: health, registered processes, traces and monitoring.
 

@@ -15,7 +15,7 @@ from ..cli import Command, Entry, Group, Listed
 
 
 def _certs() -> Sequence[Command]:
-    from . import certs  # dynocerts loads cryptography: only `dyno certs ...` pays for it
+    from . import certs
 
     return certs.COMMANDS
 

@@ -19,8 +19,8 @@ from msmonitor_contract.vocabulary import split_list
 
 from ..cli import Command, Flag
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
+from ..fleet.target import KEY_PASSWORD_ENV, Target
 from ..output import print_json
-from ..target import KEY_PASSWORD_ENV, Target
 
 # dyno's global --key-password-file is the client key's; these commands take the CA's (or a checked key's).
 PASSWORD_FILE = Flag(

@@ -1,5 +1,6 @@
 """``dyno dynamic``: msprof's dynamic mode — attach to processes (or launch one), then start and stop
-collection windows at a prompt, as often as needed. The conversation itself is :mod:`dyno.interactive`."""
+collection windows at a prompt, as often as needed. The conversation itself is
+:mod:`dyno.session.interactive`."""
 
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ from msmonitor_contract.vocabulary import (
 
 from ..cli import Command, Flag, check_fields, field_flag, fill, int_list, on_off
 from ..exits import EXIT_USAGE, CliError
-from ..target import Target, absolute_path
+from ..fleet.target import Target, absolute_path
 
 if TYPE_CHECKING:  # subprocess, socket and the rest only when a session runs: `dyno --help` loads this
     import subprocess
 
     from dynoproto import dynolog_pb2 as pb
 
-    from ..interactive import Ending
+    from ..session.interactive import Ending
 
 FLAGS = (
     Flag("--pid", "targets.pids", int_list, None, "attach to these running processes", aliases=("--pids",)),
@@ -103,8 +104,8 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from msmonitor_contract.kinds import DYNAMIC
 
-    from .. import interactive
-    from ..connection import connect
+    from ..edge.connection import connect
+    from ..session import interactive
 
     attach = fill(pb.DynamicAttach(), FLAGS, args)
     attach.output = absolute_path(target, args.output) if args.output else os.getcwd()

@@ -7,7 +7,7 @@ from argparse import Namespace
 from msmonitor_contract.vocabulary import DEFAULT_DURATION_MS, DEFAULT_START_ITERATION_ROUNDUP
 
 from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill
-from ..target import Target
+from ..fleet.target import Target
 
 FLAGS = (
     Flag(
@@ -58,7 +58,7 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from msmonitor_contract.kinds import GPUTRACE
 
-    from ..trace_start import start_trace
+    from ..tracing.start import start_trace
 
     request = fill(pb.GpuTraceRequest(), FLAGS, args)
     request.iterations = max(request.iterations, 0)  # dynolog's -1, "not given", is 0 on the wire

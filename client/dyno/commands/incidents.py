@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ..cli import JOB_ID, Command, Flag, directory, fill
 from ..exits import EXIT_USAGE, CliError
+from ..fleet.target import Target
 from ..output import as_dict, duration, print_json, rank_text, table
 from ..respond import ENV
-from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
@@ -84,7 +84,7 @@ def run(target: Target, args: Namespace) -> None:
 
 
 def across(target: Target, args: Namespace) -> None:
-    from .. import fanout
+    from ..fleet import fanout
 
     if getattr(args, "from"):
         raise CliError(
@@ -101,7 +101,7 @@ def across(target: Target, args: Namespace) -> None:
 def ask(target: Target, args: Namespace) -> pb.ListIncidentsResponse:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
 
     with connect(target, "dyno incidents") as stub:
         return stub.ListIncidents(fill(pb.ListIncidentsRequest(), FLAGS, args), timeout=target.timeout)
@@ -110,7 +110,7 @@ def ask(target: Target, args: Namespace) -> pb.ListIncidentsResponse:
 def get(target: Target, incident_id: int) -> pb.IncidentInfo:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
 
     with connect(target, "dyno incidents") as stub:
         return stub.GetIncident(pb.GetIncidentRequest(id=incident_id), timeout=target.timeout)

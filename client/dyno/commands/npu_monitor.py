@@ -18,13 +18,13 @@ from msmonitor_contract.vocabulary import (
 
 from ..cli import TARGETING, Command, Flag, check_fields, directory, field_flag, fill
 from ..exits import EXIT_USAGE, CliError
+from ..fleet.target import Target, absolute_path
 from ..output import as_dict, control, print_json, rank_text, table
-from ..target import Target, absolute_path
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
-    from .. import fanout
+    from ..fleet import fanout
 
 CLEAR = "\033[H\033[2J"
 
@@ -166,8 +166,8 @@ def across(target: Target, args: Namespace) -> None:
     """As ``run``, on every host: one table of the answers, one live view of every host's reports."""
     from msmonitor_contract.kinds import NPUMONITOR
 
-    from .. import fanout
     from ..answers import COMMAND_VIEW, judge_command
+    from ..fleet import fanout
 
     request = _request(args)
     if args.status:
@@ -206,7 +206,7 @@ def _request(args: Namespace) -> pb.NpuMonitorRequest:
 def _collect(fleet: Sequence[Target], targets: pb.Targets, args: Namespace, quiet: bool) -> str:
     """The monitors' files of *targets* from every host of *fleet* into --collect's DIR; why some are
     missing, "" when none is."""
-    from .. import collect
+    from ..tracing import collect
 
     return collect.monitors(fleet, targets, args.collect, args.collect_timeout, quiet)
 
@@ -217,9 +217,9 @@ def _raise(missing: str) -> None:
 
 
 def _send(target: Target, request: pb.NpuMonitorRequest, args: Namespace) -> pb.CommandResponse:
-    from .. import legacy_commands
-    from ..connection import connect
-    from ..legacy import LegacyDaemon
+    from ..edge import legacy_commands
+    from ..edge.connection import connect
+    from ..edge.legacy import LegacyDaemon
 
     try:
         with connect(target, "dyno npu-monitor") as stub:
@@ -243,7 +243,7 @@ def _monitors(target: Target, targets: pb.Targets) -> List[pb.ProcessInfo]:
     """The processes *targets* names (job, ranks), with their monitor state."""
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
 
     with connect(target, "npu-monitor --status") as stub:
         processes = stub.ListProcesses(pb.ListProcessesRequest(job_id=targets.job_id), timeout=target.timeout)
@@ -270,7 +270,7 @@ def _watch(target: Target, targets: pb.Targets) -> None:
 
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
     from ..interrupt import cancelled_on_interrupt
 
     latest: Dict[Tuple[str, int], pb.MetricsReport] = {}
@@ -299,8 +299,8 @@ def _watch_across(target: Target, fleet: Sequence[Target], targets: pb.Targets) 
     report with its ``host``, and a line per drop-out."""
     from dynoproto import dynolog_pb2 as pb
 
-    from .. import fanout
-    from ..connection import connect
+    from ..edge.connection import connect
+    from ..fleet import fanout
 
     def reports(one: Target) -> Iterator[pb.MetricsReport]:
         with connect(one, "npu-monitor --watch") as stub:

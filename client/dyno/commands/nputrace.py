@@ -14,7 +14,7 @@ from msmonitor_contract.vocabulary import (
 )
 
 from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill, true_false
-from ..target import Target
+from ..fleet.target import Target
 
 FLAGS = (
     Flag(
@@ -30,10 +30,7 @@ FLAGS = (
     ),
     Flag("--duration-ms", "duration_ms", int, DEFAULT_DURATION_MS, "length of a time-based trace"),
     field_flag(
-        "profile_start_time_ms",
-        int,
-        0,
-        "epoch ms to start a time-based trace (same instant on many hosts)",
+        "profile_start_time_ms", int, 0, "epoch ms to start a time-based trace (same instant on many hosts)"
     ),
     *TARGETING,
     Flag("--activities", "activities", split_list, DEFAULT_NPU_ACTIVITIES, "CPU, NPU or both"),
@@ -93,7 +90,7 @@ def run(target: Target, args: Namespace) -> None:
     from dynoproto import dynolog_pb2 as pb
     from msmonitor_contract.kinds import NPUTRACE
 
-    from ..trace_start import start_trace
+    from ..tracing.start import start_trace
 
     request = fill(pb.NpuTraceRequest(), FLAGS, args)
     if request.iterations:  # msMonitor sends --duration-ms only with a time-based trace

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from .. import waiting
 from ..cli import JOB_ID, Command, Flag, fill
+from ..fleet.target import Target
 from ..output import as_dict, duration, print_json, table
-from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
@@ -59,7 +59,7 @@ def run(target: Target, args: Namespace) -> None:
 
 
 def across(target: Target, args: Namespace) -> None:
-    from .. import fanout
+    from ..fleet import fanout
 
     outcomes = fanout.gather(fanout.fleet(target), lambda one: listing(one, args), target.parallel)
     optional = _optional([p for o in outcomes if o.answer is not None for p in o.answer.processes])
@@ -73,7 +73,7 @@ def across(target: Target, args: Namespace) -> None:
 def ask(target: Target, args: Namespace) -> pb.ListProcessesResponse:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
 
     with connect(target, "dyno processes") as stub:
         return stub.ListProcesses(fill(pb.ListProcessesRequest(), FLAGS, args), timeout=target.timeout)

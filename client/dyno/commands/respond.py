@@ -13,10 +13,10 @@ from typing import Any, Tuple
 
 from ..cli import WAIT_TIMEOUT, Command, Flag, directory
 from ..exits import EXIT_USAGE, CliError
+from ..fleet.target import Target
 from ..respond import ENV
 from ..respond.jobs import hosts_from
 from ..respond.store import rate_limit
-from ..target import Target
 
 DEFAULT_LISTEN = "127.0.0.1:9465"
 STOP_WAIT_S = 30.0  # on SIGTERM, for the incident in progress to be recorded
@@ -94,7 +94,7 @@ def run(target: Target, args: Namespace) -> None:
     token = webhook.TokenFile(args.token_file, _log) if args.token_file else None
     folder = store.folder_from(args.collect, "--collect")
     if target.tls:  # a bad --certs-dir is a usage error now, not every incident's
-        from ..connection import credentials
+        from ..edge.connection import credentials
 
         credentials(target)
     settings = responder.Settings(

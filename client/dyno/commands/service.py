@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence
 
 from ..cli import Command, Flag
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
+from ..fleet.target import Target
 from ..output import print_json
-from ..target import Target
 
 if TYPE_CHECKING:
     from ..service_export import Inputs, Recording

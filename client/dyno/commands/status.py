@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING, Any, Dict, List, Union
 
 from .. import waiting
 from ..cli import Command, Flag
+from ..fleet.target import Target
 from ..output import as_dict, duration, print_json
-from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..legacy_commands import LegacyStatus
+    from ..edge.legacy_commands import LegacyStatus
 
     Status = Union[pb.GetStatusResponse, LegacyStatus]
 
 
 def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
-    from ..legacy_commands import LegacyStatus
+    from ..edge.legacy_commands import LegacyStatus
 
     status = waiting.until(lambda: ask(target), lambda _: None) if args.wait else ask(target)
     if target.json:
@@ -32,19 +32,19 @@ def run(target: Target, args: Namespace) -> None:
 
 
 def across(target: Target, args: Namespace) -> None:
-    from .. import fanout
+    from ..fleet import fanout
 
     columns = ("VERSION", "UP", "TLS", "PROCESSES", "NPUTRACE", "NPUMONITOR", "STEP")
     fanout.run(target, ask, fanout.View(columns, lambda status: [_row(status)], to_json))
 
 
 def ask(target: Target) -> Status:
-    """The daemon's status; a C++ daemon's (dyno.legacy) when that is what the host runs."""
+    """The daemon's status; a C++ daemon's (dyno.edge.legacy) when that is what the host runs."""
     from dynoproto import dynolog_pb2 as pb
 
-    from .. import legacy_commands
-    from ..connection import connect
-    from ..legacy import LegacyDaemon
+    from ..edge import legacy_commands
+    from ..edge.connection import connect
+    from ..edge.legacy import LegacyDaemon
 
     try:
         with connect(target, "dyno status") as stub:
@@ -54,7 +54,7 @@ def ask(target: Target) -> Status:
 
 
 def to_json(status: Status) -> Dict[str, Any]:
-    from ..legacy_commands import LegacyStatus
+    from ..edge.legacy_commands import LegacyStatus
 
     if isinstance(status, LegacyStatus):  # getStatus's own keys, as msMonitor's scripts read them
         return {"legacy": status.flavor, "version": status.version, "tls": status.tls, **status.reply}
@@ -64,7 +64,7 @@ def to_json(status: Status) -> Dict[str, Any]:
 
 
 def _row(status: Status) -> List[str]:
-    from ..legacy_commands import LegacyStatus
+    from ..edge.legacy_commands import LegacyStatus
 
     if isinstance(status, LegacyStatus):  # what getStatus tells: msMonitor's states, or nothing
         get = status.get

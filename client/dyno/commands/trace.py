@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from ..cli import COLLECT, WAIT_TIMEOUT, Command, Flag, fill
 from ..exits import EXIT_USAGE, CliError
+from ..fleet.target import Target
 from ..output import as_dict, print_json
-from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
@@ -50,8 +50,8 @@ def run(target: Target, args: Namespace) -> None:
     With --cancel, cancel it first, so that a trace waiting for a step that never comes frees its processes:
       dyno --hostname node001 trace 123456789012345678 --cancel
     """
-    from .. import collect
-    from ..trace_progress import print_trace, print_traces
+    from ..tracing import collect
+    from ..tracing.progress import print_trace, print_traces
 
     if _listing(args):
         listed = recent(target, args)
@@ -70,8 +70,9 @@ def run(target: Target, args: Namespace) -> None:
 
 def across(target: Target, args: Namespace) -> None:
     """Each daemon keeps its own trace ids: the hosts that do not know this one say so."""
-    from .. import collect, fanout
-    from ..trace_progress import LIST_HEADERS, TRACE_HEADERS, listed_rows, trace_rows
+    from ..fleet import fanout
+    from ..tracing import collect
+    from ..tracing.progress import LIST_HEADERS, TRACE_HEADERS, listed_rows, trace_rows
 
     if _listing(args):
         listing = fanout.View(LIST_HEADERS, listed_rows, as_dict)
@@ -110,7 +111,7 @@ def _listing(args: Namespace) -> bool:
 def recent(target: Target, args: Namespace) -> pb.ListTracesResponse:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
+    from ..edge.connection import connect
 
     with connect(target, "dyno trace") as stub:
         return stub.ListTraces(pb.ListTracesRequest(limit=args.limit), timeout=target.timeout)
@@ -119,7 +120,7 @@ def recent(target: Target, args: Namespace) -> pb.ListTracesResponse:
 def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
     """Why the answer is a failure: a process failed the trace (not one it was cancelled in: that was
     asked for), or --wait gave up before it was done."""
-    from ..trace_progress import trace_failed
+    from ..tracing.progress import trace_failed
 
     failed = "" if args.cancel else trace_failed(info)
     if not failed and args.wait and not info.done:
@@ -130,8 +131,8 @@ def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
 def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
     from dynoproto import dynolog_pb2 as pb
 
-    from ..connection import connect
-    from ..trace_progress import watch
+    from ..edge.connection import connect
+    from ..tracing.progress import watch
 
     request = fill(pb.GetTraceRequest(), FLAGS, args)
     if args.cancel:

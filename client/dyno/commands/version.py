@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Dict
 
 from .. import __version__
 from ..cli import Command
+from ..fleet.target import Target
 from ..output import as_dict, print_json
-from ..target import Target
 
 if TYPE_CHECKING:
     from dynoproto import dynolog_pb2 as pb
@@ -26,19 +26,19 @@ def run(target: Target, args: Namespace) -> None:
 
 
 def across(target: Target, args: Namespace) -> None:
-    from .. import fanout
+    from ..fleet import fanout
 
     view = fanout.View(("DYNOLOG", "API", "PYTHON"), lambda v: [[v.version, v.api, v.python]], to_json)
     fanout.run(target, ask, view)
 
 
 def ask(target: Target) -> pb.GetVersionResponse:
-    """The daemon's version; a C++ daemon's (dyno.legacy) names its API as the legacy JSON RPC."""
+    """The daemon's version; a C++ daemon's (dyno.edge.legacy) names its API as the legacy JSON RPC."""
     from dynoproto import dynolog_pb2 as pb
 
-    from .. import legacy_commands
-    from ..connection import connect
-    from ..legacy import LegacyDaemon
+    from ..edge import legacy_commands
+    from ..edge.connection import connect
+    from ..edge.legacy import LegacyDaemon
 
     try:
         with connect(target, "dyno version") as stub:

@@ -5,7 +5,7 @@ The request is ``dyno nputrace``'s own, built from its flags (so its defaults ar
 its monitor for the trace, and resumes it), sent as ``nputrace --sync`` sends it: one start step for
 every rank, chosen from every host's processes' steps and pace (``trace_start.start_at_one_step``).
 Each host's trace is then followed until its processes wrote their files, and the files are fetched
-into one folder laid out as HolisticTraceAnalysis reads a job (``dyno.collect``: one
+into one folder laid out as HolisticTraceAnalysis reads a job (``dyno.tracing.collect``: one
 ``*.pt.trace.json`` per rank at the top, each with its ``distributedInfo``).
 """
 
@@ -20,10 +20,12 @@ from typing import Dict, List, Sequence
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.kinds import NPUTRACE
 
-from .. import collect, fanout, trace_start
 from ..cli import check_fields, command_parser, fill
 from ..commands import nputrace
-from ..trace_progress import phase_name
+from ..fleet import fanout
+from ..tracing import collect
+from ..tracing import start as trace_start
+from ..tracing.progress import phase_name
 from .jobs import JobHosts, RankProcess
 
 DEFAULT_NODE_DIR = "/tmp/msmonitor-respond"
@@ -157,7 +159,7 @@ def _ranks(infos: Dict[str, pb.TraceInfo], traces_dir: str) -> List[RankTrace]:
 
 
 def _stem(host: str, p: pb.TraceProcess) -> str:
-    """The name ``dyno.collect`` gives this process's files in the traces folder, without suffix."""
+    """The name ``dyno.tracing.collect`` gives this process's files in the traces folder, without suffix."""
     trace_name = collect.local_name(pb.FileChunk(rank=p.rank, host_pid=p.host_pid, trace=True), host)
     return trace_name[: -len(".json")]
 

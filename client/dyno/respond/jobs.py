@@ -23,9 +23,9 @@ from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import List, NamedTuple
 
-from .. import fanout
 from ..exits import EXIT_USAGE, CliError
-from ..target import Target
+from ..fleet import fanout
+from ..fleet.target import Target
 
 SOURCES = ("slurm", "kubernetes", "file")
 DEFAULT_SELECTOR = "msmonitor.io/job-id={job}"
@@ -97,7 +97,7 @@ def job_hosts(job_id: int, source: HostsFrom, base: Target) -> JobHosts:
     unreachable = [f"{o.host}: {o.why}" for o in outcomes if o.answer is None]
     with_job = {p.host for p in processes}
     if not processes:
-        from ..hosts import as_hostlist
+        from ..fleet.hosts import as_hostlist
 
         looked = as_hostlist([t.label for t in fleet]) if fleet else "no host"
         why = f"; {len(unreachable)} could not be asked ({unreachable[0]})" if unreachable else ""

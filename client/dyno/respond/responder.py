@@ -28,8 +28,8 @@ from google.protobuf.json_format import MessageToDict
 from dynoproto import dynolog_pb2 as pb
 
 from ..exits import CliError
-from ..target import Target
-from ..trace_start import SyncedStart
+from ..fleet.target import Target
+from ..tracing.start import SyncedStart
 from . import analysis, capture, jobs
 from .alerts import RESOLVED, Alert, Notification
 from .store import TRACED, Incident, JobIncidentStore, RateLimit

@@ -1,4 +1,4 @@
-"""dyno's commands as a C++ dynolog or msMonitor daemon takes them (dyno.legacy): status, version,
+"""dyno's commands as a C++ dynolog or msMonitor daemon takes them (dyno.edge.legacy): status, version,
 nputrace, gputrace and npu-monitor, each as the legacy request its own CLI sends, and each answer in
 the shape this project's daemon gives, so it prints (one host, a fan-out's table, --json) as theirs.
 
@@ -104,10 +104,7 @@ def _set_config(
     """Send the command; the answer as this project's CommandResponse. The legacy CLIs' defaults stand
     for ours: every process is pids [0], no --process-limit is the stock daemon's own default."""
     body = wire.set_config(
-        text,
-        targets.job_id,
-        list(targets.pids) or [0],
-        targets.process_limit or wire.DEFAULT_PROCESS_LIMIT,
+        text, targets.job_id, list(targets.pids) or [0], targets.process_limit or wire.DEFAULT_PROCESS_LIMIT
     )
     return command_response(host, host.call(body), output)
 

@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Sequence, Tuple
 
+from ..exits import EXIT_FAILED, EXIT_UNREACHABLE, CliError
+from ..output import print_json, table
 from . import hosts
-from .exits import EXIT_FAILED, EXIT_UNREACHABLE, CliError
-from .output import print_json, table
 from .target import Target
 
 EFFECTIVE, INEFFECTIVE, UNREACHABLE = "effective", "ineffective", "unreachable"
@@ -57,7 +57,7 @@ def fleet(target: Target) -> List[Target]:
     names = hosts.resolve(target.hosts, target.hostfile, target.slurm_job)
     one = target._replace(hosts=None, hostfile=None, slurm_job=None)
     if one.tls:  # read and checked once, here: a bad --certs-dir is one usage error before any call
-        from .connection import credentials
+        from ..edge.connection import credentials
 
         credentials(one)
     targets = []

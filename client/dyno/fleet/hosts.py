@@ -13,7 +13,7 @@ import re
 from types import ModuleType
 from typing import List, Optional, Sequence, Tuple
 
-from .exits import EXIT_USAGE, CliError
+from ..exits import EXIT_USAGE, CliError
 
 SCONTROL_TIMEOUT_S = 30.0
 _NODE_LIST = re.compile(r"(?:^|\s)NodeList=(\S+)")  # not ReqNodeList= or ExcNodeList=

@@ -20,8 +20,8 @@ from typing import Any, Dict, Optional
 
 from dynoproto import legacy as wire
 
-from .exits import EXIT_FAILED, CliError
-from .target import Target
+from ..exits import EXIT_FAILED, CliError
+from ..fleet.target import Target
 
 MSMONITOR, DYNOLOG = "msMonitor", "dynolog"
 # What gRPC says when the connection was made and then failed the way a legacy server fails it:

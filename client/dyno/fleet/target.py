@@ -22,7 +22,7 @@ class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docst
     timeout: float = DEFAULT_TIMEOUT_S
     json: bool = False
     key_password_file: Optional[str] = None
-    # Fan-out (dyno.fanout): any of these names the hosts instead of hostname.
+    # Fan-out (dyno.fleet.fanout): any of these names the hosts instead of hostname.
     hosts: Optional[str] = None  # a Slurm hostlist: node[001-128],login1
     hostfile: Optional[str] = None
     slurm_job: Optional[str] = None

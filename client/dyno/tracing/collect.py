@@ -38,10 +38,10 @@ import grpc
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.vocabulary import MONITOR_FILE
 
-from . import fanout
-from .connection import connect, rpc_error
-from .exits import EXIT_USAGE, CliError
-from .target import Target
+from ..edge.connection import connect, rpc_error
+from ..exits import EXIT_USAGE, CliError
+from ..fleet import fanout
+from ..fleet.target import Target
 
 MIB = 1 << 20
 PROGRESS_EVERY = 64 * MIB  # a progress line per this much of one file; smaller files get none
@@ -142,8 +142,7 @@ def gather(sources: Sequence[Source], folder: str, timeout: float, quiet: bool) 
         print(f"  not fetched: {why}", file=sys.stderr)
     hosts = len({o.host for o in outcomes if o.answer is not None and o.answer.files})
     print(
-        f"collected {len(files)} file(s), {size / MIB:.1f} MiB, from {hosts} host(s) into {folder}",
-        file=out,
+        f"collected {len(files)} file(s), {size / MIB:.1f} MiB, from {hosts} host(s) into {folder}", file=out
     )
     out.flush()
     return Gathered(len(files), len(failed))

@@ -26,8 +26,8 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Protocol, Tup
 
 from dynoproto import dynolog_pb2 as pb
 
-from . import session_lines
-from .output import as_dict, print_json
+from ..output import as_dict, print_json
+from . import lines as session_lines
 
 PROMPT = "(dyno) "
 USAGE = """\
@@ -115,10 +115,7 @@ class Session:
         self._error: Optional[Exception] = None  # why the stream failed
 
     def run(
-        self,
-        open_stream: OpenStream,
-        attach: pb.DynamicAttach,
-        job: Optional[subprocess.Popen[bytes]] = None,
+        self, open_stream: OpenStream, attach: pb.DynamicAttach, job: Optional[subprocess.Popen[bytes]] = None
     ) -> Ending:
         """Attach, then send the commands read until the user or dynolog ends the session.
 

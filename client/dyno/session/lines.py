@@ -8,8 +8,8 @@ from typing import Callable, Dict, List
 
 from dynoproto import dynolog_pb2 as pb
 
-from .output import size_text
-from .trace_progress import phase_name
+from ..output import size_text
+from ..tracing.progress import phase_name
 
 
 def text(reply: pb.DynamicReply) -> str:

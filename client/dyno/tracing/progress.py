@@ -15,11 +15,11 @@ import grpc
 
 from dynoproto import dynolog_pb2 as pb
 
-from .connection import connect
-from .exits import EXIT_FAILED, EXIT_INTERRUPTED, CliError
-from .interrupt import cancelled_on_interrupt
-from .output import rank_text, size_text, table
-from .target import Target
+from ..edge.connection import connect
+from ..exits import EXIT_FAILED, EXIT_INTERRUPTED, CliError
+from ..fleet.target import Target
+from ..interrupt import cancelled_on_interrupt
+from ..output import rank_text, size_text, table
 
 TRACE_HEADERS = ("PID", "RANK", "PHASE", "STEPS", "FILES / ERROR")
 LIST_HEADERS = ("TRACE ID", "KIND", "CREATED", "PROCESSES", "FOLDER", "FILES")

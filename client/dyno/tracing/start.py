@@ -1,6 +1,6 @@
 """Starting a trace (``dyno nputrace``, ``gputrace``): the request checked and sent, the answer
 printed, and with ``--wait`` the trace followed to its end and its files collected — on one host, or on
-many (dyno.fanout), with ``--sync`` at one step (``--iterations``) or one instant on all.
+many (dyno.fleet.fanout), with ``--sync`` at one step (``--iterations``) or one instant on all.
 
 Public for another client that traces many hosts (``dyno respond``): :func:`send`, :func:`start_on`,
 :func:`follow`, :func:`sync_start_step` and :func:`start_at_one_step`. It loads gRPC and protobuf:
@@ -18,16 +18,18 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Se
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.rules import FieldError
 
-from . import collect, fanout, hosts, legacy_commands
-from .answers import COMMAND_HEADERS, NOT_TAKEN, command_json, command_rows, judge_command, print_response
-from .cli import check_fields
-from .commands import status
-from .connection import connect
-from .exits import EXIT_FAILED, EXIT_USAGE, CliError
-from .legacy import LegacyDaemon
-from .output import print_json
-from .target import Target, absolute_path
-from .trace_progress import TRACE_HEADERS, all_finished, clock, print_trace, trace_rows, watch
+from ..answers import COMMAND_HEADERS, NOT_TAKEN, command_json, command_rows, judge_command, print_response
+from ..cli import check_fields
+from ..commands import status
+from ..edge import legacy_commands
+from ..edge.connection import connect
+from ..edge.legacy import LegacyDaemon
+from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
+from ..fleet import fanout, hosts
+from ..fleet.target import Target, absolute_path
+from ..output import print_json
+from . import collect
+from .progress import TRACE_HEADERS, all_finished, clock, print_trace, trace_rows, watch
 
 _NO_MATCH = (pb.REASON_NO_PROCESS_MATCHED, pb.REASON_NO_PROCESS_REGISTERED)
 

@@ -14,9 +14,9 @@ import grpc
 
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 
+from ..exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from ..fleet.target import KEY_PASSWORD_ENV, Target
 from . import legacy
-from .exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
-from .target import KEY_PASSWORD_ENV, Target
 
 if TYPE_CHECKING:
     from dynocerts.material import Material
@@ -43,7 +43,7 @@ def client_material(target: Target) -> Material:
 
 # A plaintext connection that has not got the server's HTTP/2 SETTINGS frame by then fails
 # (UNAVAILABLE) instead of waiting out the call's --timeout: the stock C++ dynolog never sends one
-# (see dyno.legacy), and a daemon of this project sends it at once. (The stock daemon has no TLS, and
+# (see dyno.edge.legacy), and a daemon of this project sends it at once. (The stock daemon has no TLS, and
 # msMonitor's fails a gRPC TLS handshake at once: TLS channels keep gRPC's own bound.)
 HANDSHAKE_S = 3.0
 
@@ -89,7 +89,7 @@ def _legacy_tls(certs_dir: Optional[str], key_password_file: Optional[str]) -> s
 @contextlib.contextmanager
 def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
     """A stub for one command; gRPC errors become :class:`CliError` with what to check. A host whose
-    daemon turns out to be a C++ one raises :class:`~dyno.legacy.LegacyDaemon`, its message naming
+    daemon turns out to be a C++ one raises :class:`~dyno.edge.legacy.LegacyDaemon`, its message naming
     *feature* (``dyno processes``, ``--wait``) as what needs this project's daemon."""
     started = time.monotonic()
     channel = open_channel(target)

@@ -1,0 +1,2 @@
+"""``dyno dynamic``'s conversation: the prompt (:mod:`.interactive`) and the words of the daemon's news
+(:mod:`.lines`)."""
