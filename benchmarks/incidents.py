@@ -130,10 +130,10 @@ def cpu_per_report_us(reports: List[Report], detection: bool, sinks: str, rounds
 
 
 async def _one_round(reports: List[Report], detection: bool, sinks: str, repeat: int = 20) -> float:
-    from dynolog.dispatch import IpcDispatcher
-    from dynolog.ipc import Sender
+    from dynolog.ipc.dispatch import IpcDispatcher
+    from dynolog.ipc.endpoint import Sender
+    from dynolog.monitoring.sinks import Sinks
     from dynolog.node import Node
-    from dynolog.sinks import Sinks
 
     class Endpoint:  # replies go nowhere
         def send(self, data: bytes, address: Any) -> bool:
@@ -163,9 +163,9 @@ async def _one_round(reports: List[Report], detection: bool, sinks: str, repeat:
 
 
 def _sinks(which: str, folder: Path) -> List[Any]:
-    from dynolog.sinks.jsonl import JsonlSink
-    from dynolog.sinks.prometheus import PrometheusSink
-    from dynolog.sinks.tensorboard import TensorBoardSink
+    from dynolog.monitoring.sinks.jsonl import JsonlSink
+    from dynolog.monitoring.sinks.prometheus import PrometheusSink
+    from dynolog.monitoring.sinks.tensorboard import TensorBoardSink
 
     if which == "none":
         return []

@@ -717,13 +717,13 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
 
 def in_process(reports: int) -> Dict[str, float]:
     """µs per report: ``IpcDispatcher.dispatch`` without sinks, and each sink's ``emit`` (64 processes)."""
-    from dynolog.dispatch import IpcDispatcher
-    from dynolog.ipc import Sender
+    from dynolog.ipc.dispatch import IpcDispatcher
+    from dynolog.ipc.endpoint import Sender
+    from dynolog.monitoring.sinks import ProcessLabels
+    from dynolog.monitoring.sinks.jsonl import JsonlSink
+    from dynolog.monitoring.sinks.prometheus import PrometheusSink
+    from dynolog.monitoring.sinks.tensorboard import TensorBoardSink
     from dynolog.node import Node
-    from dynolog.sinks import ProcessLabels
-    from dynolog.sinks.jsonl import JsonlSink
-    from dynolog.sinks.prometheus import PrometheusSink
-    from dynolog.sinks.tensorboard import TensorBoardSink
 
     class Endpoint:  # replies go nowhere
         def send(self, data: bytes, address: Any) -> bool:

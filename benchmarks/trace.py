@@ -49,8 +49,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import grpc
 
 from _bench import BENCH_DIR, Daemon, Figure, Workload, percentile, report, running_daemon, wait_until
+from dynolog.edge.rpc import convert
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import KINETO_1S_CONFIG

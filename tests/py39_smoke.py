@@ -21,7 +21,7 @@ from typing import Iterator, List
 from harness import BIN, Daemon, Workload, wait_until
 
 PACKAGES = ("dynolog", "dyno", "dynoproto", "dynocerts", "msmonitor_plugin")
-OPTIONAL = {"dynolog.sinks.tensorboard": "tensorboardX"}  # module -> what only its extra installs
+OPTIONAL = {"dynolog.monitoring.sinks.tensorboard": "tensorboardX"}  # module -> what only its extra installs
 EXTRA_HINT = "pip install 'msmonitor-dynolog[tensorboard]'"
 
 

@@ -199,7 +199,7 @@ def test_a_name_a_daemon_sends_never_leaves_the_folder(name: str):
 
 @pytest.mark.parametrize("rpc", ["FetchTraceFiles", "FetchMonitorFiles"])
 def test_fetching_files_is_for_operators_not_read_only_clients(rpc: str):
-    from dynolog.auth import AccessPolicy, Peer, authorize
+    from dynolog.edge.auth import AccessPolicy, Peer, authorize
     from dynoproto import SERVICE
 
     policy = AccessPolicy(read_only=("viewer",))

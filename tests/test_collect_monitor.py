@@ -131,8 +131,8 @@ def test_fetch_serves_only_the_monitors_own_files_once_it_stopped_and_after_the_
 
 
 def test_the_daemon_keeps_the_latest_folders_and_knows_a_process_files_by_pid_and_rank() -> None:
-    from dynolog.monitor_files import MonitorOutputs
-    from dynolog.registry import ProcessRecord
+    from dynolog.core.registry import ProcessRecord
+    from dynolog.edge.monitor_files import MonitorOutputs
     from msmonitor_contract.targets import Targets
 
     outputs = MonitorOutputs(kept=2)

@@ -7,18 +7,18 @@ import asyncio
 import itertools
 from typing import Any, Sequence
 
-from dynolog.clients import polling
-from dynolog.clients.plugin import PluginClient
-from dynolog.delivery import Delivery
-from dynolog.ipc import Sender
+from dynolog.core.delivery import Delivery
+from dynolog.core.model import CommandResult
+from dynolog.core.pipeline import CommandPipeline
+from dynolog.core.registry import ClientKind, ProcessRecord, Registry
+from dynolog.core.traces import TraceStore
+from dynolog.ipc.clients import polling
+from dynolog.ipc.clients.plugin import PluginClient
+from dynolog.ipc.endpoint import Sender
 from dynolog.kinds.dynamic import DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.model import CommandResult
-from dynolog.pipeline import CommandPipeline
-from dynolog.registry import ClientKind, ProcessRecord, Registry
-from dynolog.traces import TraceStore
 from msmonitor_contract import wire
 from msmonitor_contract.kinds.dynamic import DYNAMIC
 from msmonitor_contract.kinds.gputrace import GPUTRACE

@@ -3,12 +3,12 @@ and read back by the plugin through the same key table into what was asked for."
 
 from __future__ import annotations
 
-from dynolog.delivery import Delivery
+from dynolog.core.delivery import Delivery
+from dynolog.core.traces import TraceStore
+from dynolog.edge.rpc import convert
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.rpc import convert
-from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract import configtext, wire
 from msmonitor_contract.activity import Kind

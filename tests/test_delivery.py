@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from dynolog.delivery import Delivery
-from dynolog.ipc import Sender
-from dynolog.registry import ClientKind, Registry
+from dynolog.core.delivery import Delivery
+from dynolog.core.registry import ClientKind, Registry
+from dynolog.ipc.endpoint import Sender
 from msmonitor_contract import wire
 from msmonitor_contract.vocabulary import CommandKind
 

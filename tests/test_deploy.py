@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import engines
 from dynolog.config import DaemonConfig, expand_flagfiles, parse_args
 from dynolog.incidents import default_trace_dir
-from dynolog.sinks import ProcessLabels
-from dynolog.sinks.prometheus import PrometheusSink
+from dynolog.monitoring.sinks import ProcessLabels
+from dynolog.monitoring.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build
 from harness import BIN, REPO, Daemon, Workload, drain, free_port, read_line_until, stop_process, wait_until
 from msmonitor_contract.activity import Kind

@@ -15,15 +15,15 @@ from prometheus_client import generate_latest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from dyno.commands.npu_monitor import AutoTrace, auto_trace
-from dynolog import auth
+from dynolog.edge import auth
 from dynolog.incidents.actions import rate_limit
 from dynolog.incidents.baseline import Reference, Rule, Series
 from dynolog.incidents.detector import SLOWDOWN, STRAGGLER, Detection, Detector, Settings, Who
 from dynolog.incidents.incident import Incident
 from dynolog.incidents.store import IncidentStore
-from dynolog.sinks import Mark, ProcessLabels
-from dynolog.sinks.prometheus import PrometheusSink
-from dynolog.sinks.tensorboard import TensorBoardSink
+from dynolog.monitoring.sinks import Mark, ProcessLabels
+from dynolog.monitoring.sinks.prometheus import PrometheusSink
+from dynolog.monitoring.sinks.tensorboard import TensorBoardSink
 from dynoproto import SERVICE
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.activity import Kind

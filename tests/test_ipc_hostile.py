@@ -7,7 +7,7 @@ import os
 import socket
 import struct
 
-from dynolog.traces import MAX_TRACES
+from dynolog.core.traces import MAX_TRACES
 from harness import Daemon, wait_until
 from msmonitor_contract import wire
 from msmonitor_contract.vocabulary import TracePhase

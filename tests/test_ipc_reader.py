@@ -12,7 +12,7 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from dynolog.ipc import IpcCounters, IpcEndpoint, Sender
+from dynolog.ipc.endpoint import IpcCounters, IpcEndpoint, Sender
 from harness import wait_until
 
 # Far more than the kernel queues for a datagram socket nobody reads (net.unix.max_dgram_qlen: 10).

@@ -9,13 +9,13 @@ from typing import Any, Iterator
 import pytest
 
 import legacy_cli as cli
+from dynolog.edge.legacy.request import Call, Failed, SetConfig, parse
+from dynolog.edge.legacy.service import _kind
+from dynolog.edge.port.sniff import Start, client_hello_alpn, start_of
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.legacy.request import Call, Failed, SetConfig, parse
-from dynolog.legacy.service import _kind
 from dynolog.node import Node
-from dynolog.port.sniff import Start, client_hello_alpn, start_of
 from dynoproto import legacy
 from dynoproto.legacy import LegacyError
 from msmonitor_contract.kinds.gputrace import GPUTRACE

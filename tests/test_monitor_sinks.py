@@ -16,11 +16,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from dynolog.drops import Drops
-from dynolog.sinks import ProcessLabels, Sinks, SinkWorker
-from dynolog.sinks.jsonl import JsonlSink, beside
-from dynolog.sinks.prometheus import PrometheusSink
-from dynolog.sinks.tensorboard import TensorBoardSink
+from dynolog.core.drops import Drops
+from dynolog.monitoring.sinks import ProcessLabels, Sinks, SinkWorker
+from dynolog.monitoring.sinks.jsonl import JsonlSink, beside
+from dynolog.monitoring.sinks.prometheus import PrometheusSink
+from dynolog.monitoring.sinks.tensorboard import TensorBoardSink
 from fake_mspti import fake_mspti_build
 from msmonitor_contract.activity import HOST
 from msmonitor_plugin.monitor import ChunkAssembler, Kind, Monitor, MonitorConfig, Report

@@ -11,7 +11,7 @@ import time
 import grpc
 import pytest
 
-from dynolog.registry import inner_pid
+from dynolog.core.registry import inner_pid
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import BIN, Daemon, Workload, parent_of, read_line_until, wait_until

@@ -7,12 +7,12 @@ import os
 import subprocess
 from typing import NamedTuple
 
-from dynolog import traces as traces_module
-from dynolog.clients.plugin import PluginClient
-from dynolog.delivery import Delivery
-from dynolog.ipc import Sender
-from dynolog.registry import ProcessRecord, Registry
-from dynolog.traces import Trace, TraceStore
+from dynolog.core import traces as traces_module
+from dynolog.core.delivery import Delivery
+from dynolog.core.registry import ProcessRecord, Registry
+from dynolog.core.traces import Trace, TraceStore
+from dynolog.ipc.clients.plugin import PluginClient
+from dynolog.ipc.endpoint import Sender
 from msmonitor_contract import wire
 from msmonitor_contract.vocabulary import CommandKind, TracePhase, TraceState
 

@@ -1,7 +1,7 @@
 """Certificate revocation lists: check one, make one, and follow one on disk while serving.
 
 gRPC's Python API cannot hand a CRL to its TLS stack, so the daemon checks the peer certificate against
-the CRL on every RPC instead (see ``dynolog.auth``); :class:`RevocationWatch` re-reads the file whenever
+the CRL on every RPC instead (see ``dynolog.edge.auth``); :class:`RevocationWatch` re-reads the file whenever
 it changes, so a revocation takes effect without a restart.
 """
 

@@ -6,7 +6,7 @@ import sys
 from typing import Optional, Sequence
 
 from .config import parse_args
-from .server import run
+from .edge.servers import run
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -5,27 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from . import cancel
-from .clients.kineto import KinetoClient
-from .clients.msmonitor import MsMonitorClient
-from .clients.plugin import PluginClient
-from .delivery import Delivery
-from .drops import Drops
-from .dynamic_session import SessionDeps
+from .core.delivery import Delivery
+from .core.drops import Drops
+from .core.model import MsMonitorStatus
+from .core.pipeline import CommandPipeline, Policy
+from .core.registry import ProcessRecord, Registry
+from .core.traces import Trace, TraceStore
 from .incidents import IncidentSettings, IncidentWatch
-from .kinds import command_policies
+from .ipc.clients.kineto import KinetoClient
+from .ipc.clients.msmonitor import MsMonitorClient
+from .ipc.clients.plugin import PluginClient
+from .kinds import cancel, command_policies
 from .kinds.dynamic import DynamicAttach, DynamicWindow, Holds
 from .kinds.npumonitor import NpuMonitor
 from .kinds.nputrace import NpuTrace
+from .kinds.pause import MonitorPause
 from .kinds.tracing import TracePolicy
-from .metrics import Metrics
-from .model import MsMonitorStatus
-from .monitor_pause import MonitorPause
-from .pipeline import CommandPipeline, Policy
-from .registry import ProcessRecord, Registry
-from .sinks import Sinks
-from .sinks.prometheus import PrometheusSink
-from .traces import Trace, TraceStore
+from .monitoring.metrics import Metrics
+from .monitoring.sinks import Sinks
+from .monitoring.sinks.prometheus import PrometheusSink
+from .session.dynamic import SessionDeps
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 One request per TCP connection (inside TLS for msMonitor's ``--certs-dir``): each way a 4-byte signed
 length in the host's byte order, then that many bytes of UTF-8 JSON; the server answers once and
-closes. The daemon reads requests with it (``dynolog.legacy``), and ``dyno`` writes them to a C++
+closes. The daemon reads requests with it (``dynolog.edge.legacy``), and ``dyno`` writes them to a C++
 daemon that speaks nothing else (``dyno.legacy``); both CLIs' exact bytes are in the tests.
 """
 

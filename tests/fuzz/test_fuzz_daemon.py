@@ -36,8 +36,8 @@ from fuzz_strategies import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynolog.edge.rpc import convert
 from dynolog.kinds import command_policies
-from dynolog.rpc import convert
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, Workload, wait_until

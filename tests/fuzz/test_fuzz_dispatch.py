@@ -15,13 +15,13 @@ from fuzz_strategies import JSON_TYPES, data_messages, datagrams, metric_chunks,
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dynolog.dispatch import IpcDispatcher
-from dynolog.ipc import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndpoint, Sender
-from dynolog.metrics import Watched
-from dynolog.model import MsMonitorStatus
+from dynolog.core.model import MsMonitorStatus
+from dynolog.core.registry import ClientKind, Registry
+from dynolog.edge.rpc import convert
+from dynolog.ipc.dispatch import IpcDispatcher
+from dynolog.ipc.endpoint import DYNOLOG, MSMONITOR, MSMONITOR_DATA, IpcCounters, IpcEndpoint, Sender
+from dynolog.monitoring.metrics import Watched
 from dynolog.node import Node
-from dynolog.registry import ClientKind, Registry
-from dynolog.rpc import convert
 from msmonitor_contract import wire
 from msmonitor_contract.report import ChunkAssembler, ReportError
 from msmonitor_contract.targets import Targets

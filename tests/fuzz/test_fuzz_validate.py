@@ -11,13 +11,13 @@ from fuzz_strategies import DYNAMIC, GPU_TRACE, NPU_MONITOR, NPU_TRACE, UNSAFE, 
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from dynolog.delivery import Delivery
+from dynolog.core.delivery import Delivery
+from dynolog.core.traces import TraceStore
+from dynolog.edge.rpc import convert
 from dynolog.kinds.dynamic import DynamicWindow, Hold, Holds, SessionRequest
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.rpc import convert
-from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract import configtext, kinds, wire
 from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE

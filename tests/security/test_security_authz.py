@@ -9,8 +9,8 @@ from typing import Optional
 import grpc
 import pytest
 
-from dynolog.auth import Access, AccessPolicy, Peer, Refusal, authorize
-from dynolog.paths import check_output_path
+from dynolog.core.paths import check_output_path
+from dynolog.edge.auth import Access, AccessPolicy, Peer, Refusal, authorize
 
 STATUS = "/dynolog.v1.Dynolog/GetStatus"
 TRACE = "/dynolog.v1.Dynolog/NpuTrace"

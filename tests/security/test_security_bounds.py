@@ -14,9 +14,9 @@ import grpc
 import pytest
 
 import legacy_cli as cli
-from dynolog.delivery import Delivery
+from dynolog.core.delivery import Delivery
+from dynolog.core.traces import TraceStore
 from dynolog.kinds.nputrace import NpuTrace
-from dynolog.traces import TraceStore
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, wait_until

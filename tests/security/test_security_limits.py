@@ -15,9 +15,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import Authority, Dirs, credentials
 from dynocerts.make import Issued
-from dynolog import limits
+from dynolog.edge import limits
 from dynolog.config import parse_args
-from dynolog.limits import Client, ClientLimiter, Limits, TokenBucket, peer_host
+from dynolog.edge.limits import Client, ClientLimiter, Limits, TokenBucket, peer_host
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Daemon, wait_until
@@ -111,7 +111,7 @@ def test_refusals_are_logged_once_a_minute_per_client(caplog: pytest.LogCaptureF
     clock.now += limits.REPORT_EVERY_S
     limiter.admit(ALICE, GET, False)  # takes the refilled token
     limiter.admit(ALICE, GET, False)
-    lines = [r.getMessage() for r in caplog.records if r.name == "dynolog.limits"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "dynolog.edge.limits"]
     assert len(lines) == 2
     assert lines[0].startswith(f"refused {GET}: rate limit: ")
     assert lines[1].endswith("(4 more refused since the last report)")
@@ -184,7 +184,7 @@ def test_rate_limit_refuses_the_client_over_it_and_only_until_its_bucket_refills
         wait_until(lambda: answers(alice), timeout=10, what="alice's bucket to refill")
     wait_until(
         lambda: (
-            "WARNING dynolog.limits: refused /dynolog.v1.Dynolog/GetVersion: rate limit: more than 2 "
+            "WARNING dynolog.edge.limits: refused /dynolog.v1.Dynolog/GetVersion: rate limit: more than 2 "
             "requests/s (bursts of 3) from client 'alice'" in d.log_file.read_text()
         ),
         what="the refusal in the daemon's log",

@@ -19,13 +19,13 @@ from typing import Any, Coroutine, Dict, List, Mapping, Optional, Set, Tuple
 from msmonitor_contract.report import Report
 
 from ..config import DaemonConfig, user_state_dir
+from ..core.pipeline import CommandPipeline
+from ..core.registry import ProcessRecord
+from ..core.traces import TraceStore
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
 from ..kinds.nputrace import NpuTrace
-from ..metrics import Metrics
-from ..pipeline import CommandPipeline
-from ..registry import ProcessRecord
-from ..sinks import Mark
-from ..traces import TraceStore
+from ..monitoring.metrics import Metrics
+from ..monitoring.sinks import Mark
 from .actions import AutoTracer, rate_limit
 from .detector import Detection, Detector, Settings, Who
 from .incident import TRACING, Incident

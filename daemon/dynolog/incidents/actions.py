@@ -1,6 +1,6 @@
 """What an incident does to its process: stop npu-monitor, trace the next steps, resume monitoring.
 
-That is ``nputrace --pause-monitor`` for one process: :class:`~dynolog.monitor_pause.MonitorPause`
+That is ``nputrace --pause-monitor`` for one process: :class:`~dynolog.kinds.pause.MonitorPause`
 runs it for both (every step a command through the daemon's one pipeline, the monitor resumed with the
 process's own settings whatever happened to the trace). Here its steps go on the incident's timeline,
 kept in the store at each one, so that a restarted daemon finishes an auto-trace it cut short.
@@ -22,12 +22,12 @@ from msmonitor_contract.kinds.npumonitor import NPUMONITOR
 from msmonitor_contract.kinds.nputrace import NPUTRACE
 from msmonitor_contract.targets import Targets
 
+from ..core.model import CommandResult
+from ..core.pipeline import CommandPipeline
+from ..core.traces import Trace, TraceStore
 from ..kinds.npumonitor import AutoTraceRule, NpuMonitor, NpuMonitorCommand
 from ..kinds.nputrace import NpuTrace
-from ..model import CommandResult
-from ..monitor_pause import TRACE_WAIT_S, MonitorPause
-from ..pipeline import CommandPipeline
-from ..traces import Trace, TraceStore
+from ..kinds.pause import TRACE_WAIT_S, MonitorPause
 from .incident import RATE_LIMITED, TRACING, Incident
 from .store import DAY_S, IncidentStore
 
@@ -107,7 +107,7 @@ class AutoTracer:
 
 @dataclass
 class _Timeline:
-    """An auto-trace's steps (a :class:`~dynolog.monitor_pause.PauseLog`) on its incident's timeline."""
+    """An auto-trace's steps (a :class:`~dynolog.kinds.pause.PauseLog`) on its incident's timeline."""
 
     store: IncidentStore
     incident: Incident

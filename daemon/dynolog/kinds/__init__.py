@@ -1,4 +1,4 @@
-"""One module per command kind: its :class:`~dynolog.pipeline.Policy`, and the model of its command.
+"""One module per command kind: its :class:`~dynolog.core.pipeline.Policy`, and the model of its command.
 
 A kind that ``dyno`` sends with an RPC of its own (its ``Policy.declaration``, which names the RPC) is
 found here by the node and the gRPC edge alike: adding one is adding its module, nothing else in the
@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 from typing import Any, List, Type
 
-from ..pipeline import Policy
+from ..core.pipeline import Policy
 
 
 def command_policies() -> List[Type[Policy[Any]]]:

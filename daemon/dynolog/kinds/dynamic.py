@@ -15,11 +15,11 @@ from msmonitor_contract.kinds.dynamic import stop_text as dynamic_stop_text
 from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import CommandKind, Reason
 
-from ..delivery import Delivery
-from ..model import CommandResult
-from ..pipeline import Policy
-from ..registry import ProcessRecord
-from ..traces import TraceStore
+from ..core.delivery import Delivery
+from ..core.model import CommandResult
+from ..core.pipeline import Policy
+from ..core.registry import ProcessRecord
+from ..core.traces import TraceStore
 from .tracing import TracePolicy
 
 # A session's first request, as its declaration makes it (msmonitor_contract.kinds.dynamic): its

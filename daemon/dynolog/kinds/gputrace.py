@@ -8,7 +8,7 @@ from typing import Any, Optional
 from msmonitor_contract.kinds.gputrace import GPUTRACE, kineto_output_file
 from msmonitor_contract.vocabulary import CommandKind, Reason
 
-from ..registry import ClientKind, ProcessRecord
+from ..core.registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
 
 # The request as its declaration makes it (msmonitor_contract.kinds.gputrace): the proto's fields.

@@ -21,13 +21,13 @@ from msmonitor_contract.vocabulary import (
     Reason,
 )
 
-from ..changed import Changed
-from ..delivery import Delivery
-from ..model import CommandResult, Outcome
-from ..monitor_files import MonitorOutput, MonitorOutputs
-from ..pipeline import Policy
-from ..registry import ProcessRecord
-from ..traces import TraceStore
+from ..core.changed import Changed
+from ..core.delivery import Delivery
+from ..core.model import CommandResult, Outcome
+from ..core.pipeline import Policy
+from ..core.registry import ProcessRecord
+from ..core.traces import TraceStore
+from ..edge.monitor_files import MonitorOutput, MonitorOutputs
 
 log = logging.getLogger("dynolog.monitor")
 

@@ -10,12 +10,12 @@ from msmonitor_contract.vocabulary import (
     Reason,
 )
 
-from ..registry import ClientKind, ProcessRecord
+from ..core.registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
 
 # The request as its declaration makes it (msmonitor_contract.kinds.nputrace): the proto's fields, by
 # name, with the wire's defaults; pause_monitor has no config key: the daemon pauses the monitor itself
-# (dynolog.monitor_pause) and sends the process a plain trace.
+# (dynolog.kinds.pause) and sends the process a plain trace.
 NpuTraceCommand = Any
 
 

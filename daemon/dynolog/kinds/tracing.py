@@ -9,11 +9,11 @@ import socket
 from msmonitor_contract import configtext
 from msmonitor_contract.kinds import tracing as trace_kinds
 
-from ..delivery import Delivery
-from ..model import CommandResult
-from ..pipeline import Policy, Request
-from ..registry import ProcessRecord
-from ..traces import TraceStore
+from ..core.delivery import Delivery
+from ..core.model import CommandResult
+from ..core.pipeline import Policy, Request
+from ..core.registry import ProcessRecord
+from ..core.traces import TraceStore
 
 log = logging.getLogger("dynolog.trace")
 

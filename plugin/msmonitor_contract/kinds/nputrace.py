@@ -205,7 +205,7 @@ NPUTRACE = Kind(
         ),
         IS_RANK,
         RANK_LIST,
-        # No key: the daemon pauses a running npu-monitor itself (dynolog.monitor_pause), and sends the
+        # No key: the daemon pauses a running npu-monitor itself (dynolog.kinds.pause), and sends the
         # process a plain trace.
         Field(
             "pause_monitor",

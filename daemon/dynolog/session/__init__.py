@@ -1,0 +1,1 @@
+"""``dyno dynamic``'s conversation: one session per attached client, holding its processes."""
