@@ -80,6 +80,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy -p dynolog -p dyno -p dynocerts -p dynoproto -p msmonitor_plugin -p msmonitor_contract
+	$(VENV)/bin/mypy --python-version 3.8 -p msmonitor_plugin -p msmonitor_contract
 
 proto: $(STAMP)
 	$(PY) scripts/gen_proto.py
