@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ..atomic import replacing
+from msmonitor_contract.files import replacing
+
 from ..exits import EXIT_USAGE, CliError
 from . import ENV
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
 
-from ...atomic import replacing
+from msmonitor_contract.files import replacing
+
 from ..analysis import dp_ranks, flow_phase, request_paths, us, when
 from ..model import SPAN, Mark, Process, Recording
 

@@ -7,7 +7,8 @@ import csv
 from pathlib import Path
 from typing import Any, Iterable, List, Sequence
 
-from ...atomic import replacing
+from msmonitor_contract.files import replacing
+
 from .. import analysis
 from ..model import Recording
 

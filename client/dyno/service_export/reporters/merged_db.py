@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from msmonitor_contract import service_tables
+from msmonitor_contract.files import replacing
 
-from ...atomic import replacing
 from .. import analysis, curves
 from ..analysis import flow_phase
 from ..model import Process, Recording

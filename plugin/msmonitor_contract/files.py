@@ -1,4 +1,5 @@
-"""Each output file written to a temporary name beside it, renamed over it when complete."""
+"""Files every part writes or opens the same way (standard library, Python 3.8): an output file written
+to a temporary name beside it and renamed over it when complete."""
 
 from __future__ import annotations
 
