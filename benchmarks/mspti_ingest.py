@@ -52,7 +52,8 @@ from mspti_synth import BASE_NS, BufferBuilder, Strings
 from msmonitor_contract.activity import Kind
 from msmonitor_plugin.monitor.aggregate import Aggregator
 from msmonitor_plugin.monitor.backends import Collector, MsptiBackend, StrideCheck
-from msmonitor_plugin.monitor.layouts import BufferParser, NameTable
+from msmonitor_plugin.monitor.buffer_parser import BufferParser
+from msmonitor_plugin.monitor.layouts import NameTable
 from msmonitor_plugin.monitor.mspti import DEFAULT_BUFFER_BYTES, MsptiLibrary, load_library
 
 BUFFER_BYTES = 8 * 1024 * 1024

@@ -6,17 +6,10 @@ from mspti_synth import BASE_NS, BufferBuilder
 
 from msmonitor_contract.activity import HOST, Kind
 from msmonitor_plugin.monitor.aggregate import Aggregator
+from msmonitor_plugin.monitor.buffer_parser import BufferParser
 from msmonitor_plugin.monitor.filters import KEEP_ALL, Filter
-from msmonitor_plugin.monitor.layouts import (
-    LAYOUTS,
-    BufferParser,
-    MarkerPairer,
-    MarkerPoint,
-    NameTable,
-    WalkError,
-    runs_at,
-    stride_offsets,
-)
+from msmonitor_plugin.monitor.layouts import LAYOUTS, NameTable, WalkError, runs_at, stride_offsets
+from msmonitor_plugin.monitor.markers import MarkerPairer, MarkerPoint
 from msmonitor_plugin.monitor.records import (
     UNNAMED,
     CommunicationExtras,

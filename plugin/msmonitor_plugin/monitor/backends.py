@@ -20,8 +20,9 @@ from msmonitor_contract.activity import Kind
 from ..identity import imported
 from ..steps import AtNextStep
 from .aggregate import Aggregator, Row
+from .buffer_parser import BufferParser, BufferResult
 from .filters import KEEP_ALL, Filter
-from .layouts import BufferParser, BufferResult, NameTable, WalkError, stride_offsets
+from .layouts import NameTable, WalkError, stride_offsets
 from .mspti import MsptiError, MsptiLibrary, MsptiSession, load_library, result_name
 from .records import Record
 from .writers import WriterThread

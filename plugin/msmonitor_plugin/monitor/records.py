@@ -3,7 +3,7 @@
 A :class:`Record` is one timed activity: a kernel, an API call, a collective, a copy, or a completed
 marker range. Kind-specific fields travel in a small typed ``extras`` object. Records are tuples
 (``NamedTuple``) so that building one costs what building a tuple costs; the MSPTI hot path does not
-build them at all when it only aggregates (see ``layouts``).
+build them at all when it only aggregates (see ``summing``).
 """
 
 from __future__ import annotations
