@@ -16,7 +16,8 @@ from pathlib import Path
 from msmonitor_contract.activity import HOST, Kind
 from msmonitor_plugin.monitor import db_reader
 from msmonitor_plugin.monitor.db_reader import DbFileError
-from msmonitor_plugin.monitor.msprof_db import EXTRA_TABLES, SqliteWriter, calc_hash_id
+from msmonitor_plugin.monitor.msprof_db import SqliteWriter
+from msmonitor_plugin.monitor.msprof_schema import EXTRA_TABLES, calc_hash_id
 from msmonitor_plugin.monitor.records import (
     CommunicationExtras,
     HcclExtras,

@@ -27,7 +27,8 @@ from typing import Dict, Iterator, List, Optional, Sequence
 from msmonitor_contract.activity import API_KINDS, HOST, MEMORY_KINDS, Kind
 
 from .layouts import DATA_TYPES
-from .msprof_db import (
+from .msprof_db import SqliteWriter
+from .msprof_schema import (
     API_LEVEL,
     EXTRA_TABLES,
     INVALID_DATA_TYPE,
@@ -37,7 +38,6 @@ from .msprof_db import (
     NA,
     NO_DEVICE,
     UNKNOWN,
-    SqliteWriter,
 )
 from .records import CommunicationExtras, Extras, HcclExtras, HostExtras, MarkerExtras, MemoryExtras, Record
 
@@ -238,6 +238,17 @@ def _legacy_extras(kind: Kind, r: sqlite3.Row, s: Dict[int, str]) -> Extras:
 # -- upgrade ------------------------------------------------------------------------------------------
 
 
+class _Upgraded(SqliteWriter):
+    """Writes an earlier file again in msMonitor's layout, under the earlier file's name."""
+
+    def __init__(self, name: str, directory: str, pid: int, rank: int, backend: str) -> None:
+        self._name = name
+        super().__init__(directory, pid, rank, backend)
+
+    def file_name(self) -> str:
+        return self._name
+
+
 def upgrade(path: str, into: str) -> str:
     """Rewrite an earlier file in msMonitor's layout under the same name in *into*; returns its path."""
     old = read(path)
@@ -248,7 +259,7 @@ def upgrade(path: str, into: str) -> str:
     if os.path.exists(target):
         raise DbFileError(f"{target}: exists; not replaced")
     pid, rank = int(old.meta.get("pid", "0")), int(old.meta.get("rank", "-1"))
-    writer = SqliteWriter(into, pid, rank, old.backend, name=name)
+    writer = _Upgraded(name, into, pid, rank, old.backend)
     writer.write(old.records)
     writer.close()
     return writer.path
