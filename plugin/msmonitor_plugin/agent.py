@@ -18,7 +18,7 @@ from .monitor_handler import MonitorHandler
 from .router import CommandRouter
 from .slot import ProfilerSlot
 from .steps import StepCounter
-from .trace.session import Tracer
+from .trace.tracer import Tracer
 
 if TYPE_CHECKING:
     from .service_profiler.source import ServiceSource

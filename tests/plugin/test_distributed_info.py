@@ -3,7 +3,7 @@ Python 3.8 too; the end-to-end proof, HTA loading a collected job, is tests/test
 
 import unittest
 
-from msmonitor_plugin.trace.recorders import distributed_info
+from msmonitor_plugin.trace.torch_recorder import distributed_info
 
 
 class DistributedInfoTest(unittest.TestCase):

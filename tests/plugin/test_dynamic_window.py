@@ -16,9 +16,9 @@ from msmonitor_contract.kinds import DYNAMIC
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.steps import StepCounter
 from msmonitor_plugin.trace import prof, session
-from msmonitor_plugin.trace.recorders import Recorder
-from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.trace.recorder import Recorder
 from msmonitor_plugin.trace.spec import parse
+from msmonitor_plugin.trace.tracer import Tracer
 
 
 def start_command(window="w1", **keys):

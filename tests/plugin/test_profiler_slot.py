@@ -14,7 +14,7 @@ from msmonitor_plugin.agent import Agent
 from msmonitor_plugin.monitor_handler import MonitorHandler
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.trace.tracer import Tracer
 
 # As service/switch.py names its operator collection.
 SERVICE_OWNER = "the service profiler's operator collection (acl_task_time 3)"

@@ -23,7 +23,7 @@ from msmonitor_plugin.service_profiler.switch import ServiceSwitch
 from msmonitor_plugin.service_profiler.watch import FileWatch
 from msmonitor_plugin.slot import ProfilerSlot
 from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.trace.tracer import Tracer
 
 
 def wait(probe, what, timeout=5.0):

@@ -14,8 +14,10 @@ from unittest import mock
 from msmonitor_contract import configtext, wire
 from msmonitor_contract.kinds import DYNAMIC
 from msmonitor_contract.vocabulary import CommandKind
+from msmonitor_plugin.trace.npu_recorder import NpuRecorder
 from msmonitor_plugin.trace.output import open_output
-from msmonitor_plugin.trace.recorders import NpuRecorder, RecorderError, check_output
+from msmonitor_plugin.trace.recorder import RecorderError
+from msmonitor_plugin.trace.recorders import check_output
 from msmonitor_plugin.trace.spec import parse
 
 

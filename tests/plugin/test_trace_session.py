@@ -9,8 +9,8 @@ from msmonitor_contract.configtext import ConfigTextError
 from msmonitor_contract.kinds.gputrace import kineto_output_file
 from msmonitor_contract.vocabulary import CommandKind, TracePhase
 from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import Tracer
 from msmonitor_plugin.trace.spec import parse
+from msmonitor_plugin.trace.tracer import Tracer
 
 
 class RecorderStandIn:

@@ -108,7 +108,7 @@ from msmonitor_plugin.monitor.backends import Collector
 from msmonitor_plugin.monitor.config import ConfigError, MonitorConfig
 from msmonitor_plugin.router import CommandRouter
 from msmonitor_plugin.steps import StepCounter
-from msmonitor_plugin.trace.session import Tracer
+from msmonitor_plugin.trace.tracer import Tracer
 
 TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:  # run as a script: the harness lives one folder up

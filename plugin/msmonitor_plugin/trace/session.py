@@ -12,24 +12,21 @@ next boundary, so it covers whole steps; in one that counts none (an inference s
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import threading
 import time
-from typing import Callable, Deque, List, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional
 
 from msmonitor_contract import wire
-from msmonitor_contract.configtext import ConfigTextError
-from msmonitor_contract.vocabulary import TracePhase, trace_holder
+from msmonitor_contract.vocabulary import TracePhase
 
 from .. import identity
 from ..kinds.base import TraceSpec
-from ..slot import ProfilerSlot
 from ..steps import StepCounter
 from . import prof
-from .recorders import Recorder, RecorderError, check_output, recorder_for, unwritable
-from .spec import is_stop, parse
+from .recorder import Recorder, RecorderError, unwritable
+from .recorders import recorder_for
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -37,6 +34,17 @@ Report = Callable[[wire.TraceEvent], None]
 RecorderFactory = Callable[[TraceSpec], Recorder]
 # Raises RecorderError when a trace could not be written where it asks: checked when it is accepted.
 OutputCheck = Callable[[TraceSpec], None]
+
+
+class Recording(NamedTuple):
+    """How a trace is recorded: the recorder for its spec, and the check of its folder when the trace is
+    accepted (None: no check; a test's stand-in recorder writes nowhere)."""
+
+    factory: RecorderFactory = recorder_for
+    check: Optional[OutputCheck] = None
+
+
+UNCHECKED = Recording()  # the real recorders, the folder left unchecked
 
 # A window of a process that counts steps stops at the next boundary, or after this long between steps
 # (a step that hangs must not keep the answer waiting).
@@ -55,14 +63,15 @@ def _after(seconds: float, action: Callable[[], None]) -> None:
 
 
 class TraceSession:
+    """One trace, from its acceptance to the event that says it finished or failed."""
+
     def __init__(
         self,
         spec: TraceSpec,
         counter: StepCounter,
         report: Report,
         on_done: Callable[[], None],
-        recorder_factory: RecorderFactory = recorder_for,
-        check: Optional[OutputCheck] = None,
+        recording: Recording = UNCHECKED,
     ) -> None:
         self.spec = spec
         self.phase = TracePhase.READY
@@ -71,8 +80,7 @@ class TraceSession:
         self._counter = counter
         self._report = report
         self._on_done = on_done
-        self._recorder_factory = recorder_factory
-        self._check = check
+        self._recording = recording
         self._recorder: Optional[Recorder] = None
         self._stop_at_ms = 0.0
         # A window: whether it starts and stops at step boundaries, whether a stop was asked for, and
@@ -88,9 +96,9 @@ class TraceSession:
     def arm(self) -> None:
         """Work out when to start; refuse a start step that has already begun, or a folder this process
         cannot write into (better now than after recording); wait for the start."""
-        if self._check is not None:
+        if self._recording.check is not None:
             try:
-                self._check(self.spec)
+                self._recording.check(self.spec)
             except RecorderError as exc:
                 return self._fail(str(exc))
         current = self._counter.count
@@ -220,7 +228,7 @@ class TraceSession:
             if self.phase != TracePhase.READY:  # a stop, or a boundary on another thread, came first
                 return
             self._at_boundaries = at_boundary
-            self._recorder = self._recorder_factory(self.spec)
+            self._recorder = self._recording.factory(self.spec)
             self._recorder.start(first_step=count)
             self.start_step = count
             self._started_at = time.time()
@@ -361,96 +369,3 @@ class TraceSession:
                 size_bytes=size_bytes,
             )
         )
-
-
-class Tracer:
-    """Holds this process's one trace at a time, and takes trace commands from the daemon."""
-
-    def __init__(
-        self,
-        counter: StepCounter,
-        report: Report,
-        recorder_factory: RecorderFactory = recorder_for,
-        slot: Optional[ProfilerSlot] = None,
-        check: Optional[OutputCheck] = None,
-        roots: Callable[[], Sequence[str]] = tuple,
-    ) -> None:
-        self._counter = counter
-        self._report = report
-        self._recorder_factory = recorder_factory
-        # The folder check goes with the real recorders; a test's stand-in recorder writes nowhere. It
-        # confines the folder to the daemon's --trace-root directories (*roots*: its latest hello reply).
-        if check is None and recorder_factory is recorder_for:
-            check = lambda spec: check_output(spec, roots())  # noqa: E731
-        self._check = check
-        self._slot = slot if slot is not None else ProfilerSlot()
-        self._lock = threading.Lock()
-        self.session: Optional[TraceSession] = None
-        self._seen: Deque[str] = collections.deque(maxlen=32)  # ids taken, so a repeated push is ignored
-
-    def accept(self, command: wire.Command) -> None:
-        """A trace command, or a dynamic window's start or stop."""
-        try:
-            stopping = is_stop(command)
-        except ConfigTextError as exc:
-            return self._refuse(command.trace_id, str(exc))
-        if stopping:
-            return self.stop(command.trace_id)
-        with self._lock:
-            active = self.session
-            if command.trace_id in self._seen:
-                return  # a repeated push of a trace we took
-            if active is not None:
-                return self._refuse(command.trace_id, f"busy with trace {active.spec.trace_id}")
-            try:
-                spec = parse(command)
-            except ConfigTextError as exc:
-                return self._refuse(command.trace_id, str(exc))
-            # Claimed from ready to finished or failed, not only while recording: a trace waiting for its
-            # step keeps npu-monitor from taking the profiler it will need, as the daemon has always had it.
-            owner = trace_holder(spec.kind, spec.trace_id)
-            holder = self._slot.claim(owner)
-            if holder is not None:
-                return self._refuse(
-                    command.trace_id, f"refused: {holder} runs in this process (one profiler at a time)"
-                )
-            self._seen.append(command.trace_id)
-            session = TraceSession(
-                spec,
-                self._counter,
-                self._report,
-                lambda: self._done(session, owner),
-                self._recorder_factory,
-                self._check,
-            )
-            self.session = session
-            session.arm()
-
-    def stop(self, trace_id: str) -> None:
-        """Stop the window or trace *trace_id*; a stop for any other says there is no such trace here."""
-        session = self.session
-        if session is not None and session.spec.trace_id == trace_id:
-            return session.request_stop()
-        if trace_id not in self._seen:
-            self._refuse(trace_id, "no such trace runs in this process")
-
-    def _refuse(self, trace_id: str, error: str) -> None:
-        self._report(wire.TraceEvent(trace_id=trace_id, phase=TracePhase.FAILED, error=error))
-
-    def state(self) -> Tuple[str, str]:
-        """(trace id, phase) for the heartbeat; ("", "") when idle."""
-        session = self.session
-        if session is None or session.phase.final:
-            return "", ""
-        return session.spec.trace_id, session.phase
-
-    def abort(self, why: str) -> None:
-        session = self.session
-        if session is not None:
-            session.abort(why)
-
-    def _done(self, session: TraceSession, owner: str) -> None:
-        """*session* finished or failed: free the tracer and the profiler slot (once, and only for it)."""
-        if self.session is session:
-            self.session = None
-            self._slot.release(owner)
