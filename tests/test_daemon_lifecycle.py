@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dynolog.config import parse_args
-from dynolog.incidents import STORE_NAME, default_trace_dir
+from dynolog.incidents.watch import STORE_NAME, default_trace_dir
 from harness import (
     BIN,
     KINETO_1S_CONFIG,

@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import engines
 from dynolog.config import DaemonConfig, expand_flagfiles, parse_args
-from dynolog.incidents import default_trace_dir
+from dynolog.incidents.watch import default_trace_dir
 from dynolog.monitoring.sinks import ProcessLabels
 from dynolog.monitoring.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build

@@ -11,7 +11,7 @@ from .core.model import MsMonitorStatus
 from .core.pipeline import CommandPipeline, Policy
 from .core.registry import ProcessRecord, Registry
 from .core.traces import Trace, TraceStore
-from .incidents import IncidentSettings, IncidentWatch
+from .incidents.watch import IncidentSettings, IncidentWatch, TraceParts
 from .ipc.clients.kineto import KinetoClient
 from .ipc.clients.msmonitor import MsMonitorClient
 from .ipc.clients.plugin import PluginClient
@@ -60,9 +60,8 @@ class Node:
         assert isinstance(nputrace, NpuTrace) and isinstance(npumonitor, NpuMonitor)
         pipeline.pausing = MonitorPause(pipeline, npumonitor, nputrace, traces)  # nputrace --pause-monitor
         metrics = Metrics(registry, drops, sinks)
-        watch = IncidentWatch(
-            incidents or IncidentSettings(), pipeline, npumonitor, nputrace, traces, metrics
-        )
+        parts = TraceParts(pipeline, npumonitor, nputrace, traces)
+        watch = IncidentWatch(incidents or IncidentSettings(), parts, metrics)
         metrics.report_listeners.append(watch.report)
         for sink in sinks.sinks if sinks else ():
             if isinstance(sink, PrometheusSink):

@@ -11,9 +11,16 @@ from typing import List, Mapping, Optional
 
 from msmonitor_contract.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
+from ..incidents.detector import Settings as DetectorSettings
 from .flags import count, flag, positive, tcp_port, uid_list, unlimited_or_count, unlimited_or_rate
 
 NO_CERTS = "NO_CERTS"
+
+# The detector's defaults are its flags': it counts nanoseconds and fractions of a kind's time, the
+# flags microseconds and percent (converted here, both ways).
+_DETECTOR = DetectorSettings()
+_NS_PER_US = 1000
+_PERCENT = 100
 
 
 @dataclass
@@ -145,31 +152,38 @@ class DaemonConfig:
         type=Path,
     )
     incident_window: int = flag(
-        30, "report intervals in a name's baseline (its median and MAD) (default 30)", type=count
+        _DETECTOR.window,
+        f"report intervals in a name's baseline (its median and MAD) (default {_DETECTOR.window})",
+        type=count,
     )
     incident_warmup: int = flag(
-        2,
-        "first report intervals of each monitoring session that are never judged (default 2)",
+        _DETECTOR.warmup,
+        "first report intervals of each monitoring session that are never judged "
+        f"(default {_DETECTOR.warmup})",
         type=unlimited_or_count,
     )
     incident_min_baseline: int = flag(
-        5, "intervals a name needs in its baseline before it can raise an incident (default 5)", type=count
+        _DETECTOR.min_samples,
+        "intervals a name needs in its baseline before it can raise an incident "
+        f"(default {_DETECTOR.min_samples})",
+        type=count,
     )
     incident_noise_k: float = flag(
-        3.0,
+        _DETECTOR.noise_k,
         "a slow interval must also exceed the baseline by this many MADs (scaled to a standard "
-        "deviation) (default 3)",
+        f"deviation) (default {_DETECTOR.noise_k:g})",
         type=unlimited_or_rate,
     )
     incident_min_us: float = flag(
-        50.0,
-        "names with less time than this in an interval are not judged (default 50 us)",
+        _DETECTOR.min_total_ns / _NS_PER_US,
+        "names with less time than this in an interval are not judged "
+        f"(default {_DETECTOR.min_total_ns / _NS_PER_US:g} us)",
         type=unlimited_or_rate,
     )
     incident_min_share: float = flag(
-        2.0,
+        _DETECTOR.min_share * _PERCENT,
         "names with less than this share of their kind's time on their device in an interval are not "
-        "judged, in percent (default 2)",
+        f"judged, in percent (default {_DETECTOR.min_share * _PERCENT:g})",
         type=unlimited_or_rate,
         metavar="PERCENT",
     )
@@ -179,6 +193,17 @@ class DaemonConfig:
     def grpc_target(self) -> str:
         host = self.listen_address
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    def detector_settings(self) -> DetectorSettings:
+        """The --incident-* flags in the detector's units."""
+        return DetectorSettings(
+            window=self.incident_window,
+            warmup=self.incident_warmup,
+            min_samples=self.incident_min_baseline,
+            noise_k=self.incident_noise_k,
+            min_total_ns=int(self.incident_min_us * _NS_PER_US),
+            min_share=self.incident_min_share / _PERCENT,
+        )
 
     def resolved(self) -> DaemonConfig:
         """The defaults that depend on where the daemon runs."""

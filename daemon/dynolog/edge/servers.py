@@ -26,7 +26,7 @@ from msmonitor_contract import wire
 from .. import __version__
 from ..config import NO_CERTS, DaemonConfig, ignored_flag_warning
 from ..core import logs
-from ..incidents import incident_settings
+from ..incidents.watch import incident_settings
 from ..ipc import endpoint
 from ..ipc.dispatch import IpcDispatcher
 from ..ipc.endpoint import IpcError

@@ -72,7 +72,8 @@ class Who:
 
 @dataclass(frozen=True)
 class Settings:
-    """The daemon's detection flags (config.py states their defaults)."""
+    """The detector's parameters; the daemon's --incident-* flags take their defaults from these
+    (:meth:`dynolog.config.DaemonConfig.detector_settings` converts the units)."""
 
     window: int = 30
     warmup: int = 2

@@ -1,4 +1,4 @@
-"""npu-monitor's ``--auto-trace``: a slowdown (or a straggler rank) detected in the reports is traced at once.
+"""The watch over npu-monitor's reports for ``--auto-trace``, and where its incidents and traces go.
 
 :class:`IncidentWatch` is told of every report (``Metrics.report_listeners``). For a process whose
 monitor was started with ``--auto-trace``, the :class:`~.detector.Detector` judges the report; what it
@@ -14,7 +14,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Coroutine, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Coroutine, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from msmonitor_contract.report import Report
 
@@ -67,32 +67,27 @@ def default_trace_dir(log_file: Path, euid: int, environ: Mapping[str, str]) -> 
 
 
 def incident_settings(config: DaemonConfig) -> IncidentSettings:
-    detector = Settings(
-        window=config.incident_window,
-        warmup=config.incident_warmup,
-        min_samples=config.incident_min_baseline,
-        noise_k=config.incident_noise_k,
-        min_total_ns=int(config.incident_min_us * 1000),
-        min_share=config.incident_min_share / 100,
-    )
+    detector = config.detector_settings()
     return IncidentSettings.beside(config.log_file or Path("dynolog.log"), config.auto_trace_dir, detector)
 
 
+class TraceParts(NamedTuple):
+    """The node's parts an auto-trace runs on: the pipeline, the monitor it stops and resumes, the trace
+    it starts, and the store that follows that trace."""
+
+    pipeline: CommandPipeline
+    npumonitor: NpuMonitor
+    nputrace: NpuTrace
+    traces: TraceStore
+
+
 class IncidentWatch:
-    def __init__(
-        self,
-        settings: IncidentSettings,
-        pipeline: CommandPipeline,
-        npumonitor: NpuMonitor,
-        nputrace: NpuTrace,
-        traces: TraceStore,
-        metrics: Metrics,
-    ) -> None:
+    def __init__(self, settings: IncidentSettings, parts: TraceParts, metrics: Metrics) -> None:
         self.store = IncidentStore(settings.store_path)
         self.detector = Detector(settings.detector)
-        self._npumonitor = npumonitor
+        self._npumonitor = parts.npumonitor
         self._metrics = metrics
-        self._tracer = AutoTracer(pipeline, npumonitor, nputrace, traces, self.store, settings.trace_dir)
+        self._tracer = AutoTracer(*parts, self.store, settings.trace_dir)
         self._hostname = socket.gethostname()
         self._tasks: Set[asyncio.Task[None]] = set()
         self._counts: Dict[Tuple[str, str], int] = {}  # (kind, traced) -> incidents, for Prometheus
