@@ -8,9 +8,8 @@ frees its processes as soon as its connection closes), after msprof's limits (ti
 collecting, number of start/stop commands), or when every process it holds has exited. A window that
 is collecting when the session ends is stopped.
 
-Each answer is a list of parts, each what happened with its facts and a copy of the window as it was
-then (a start that reaches the command limit also stops the window: two moments in one answer);
-``dyno`` words them (``dyno/session_lines.py``).
+Each answer is a list of parts (:mod:`.messages`); a start that reaches the command limit also stops
+the window: two moments in one answer.
 """
 
 from __future__ import annotations
@@ -18,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import enum
 import itertools
 import time
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, List, Optional, Set, Union
+from dataclasses import dataclass
+from typing import AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from msmonitor_contract.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
@@ -38,110 +36,7 @@ from ..core.pipeline import CommandPipeline
 from ..core.registry import ProcessRecord, Registry
 from ..core.traces import ProcessTrace, Trace, TraceStore
 from ..kinds.dynamic import AttachCommand, DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
-
-
-class SessionAction(enum.Enum):
-    """What a ``dyno dynamic`` client asks of its session (NONE: news it did not ask for)."""
-
-    NONE = 0
-    ATTACH = 1
-    START = 2
-    STOP = 3
-    STATUS = 4
-    QUIT = 5  # stop collecting if collecting, then end the session
-
-
-@dataclass(frozen=True)
-class SessionStep:
-    """One request on a session's stream."""
-
-    seq: int
-    action: SessionAction
-    attach: Optional[AttachCommand] = None  # with ATTACH
-
-
-class News(enum.Enum):
-    """What one part of a session's answer says (the proto's SessionNews); ``dyno`` words it."""
-
-    ATTACHED = 1
-    REFUSED = 2
-    ALREADY_ATTACHED = 3
-    ALREADY_STARTED = 4
-    STARTED = 5
-    NOT_STARTED = 6
-    STOPPED = 7
-    STATUS = 8
-    QUIT = 9
-    IDLE_TIMEOUT = 10
-    COMMAND_LIMIT = 11
-    PROCESS_GONE = 12
-    TASK_ENDED = 13
-
-
-@dataclass
-class SessionProcess:
-    """One process's part in a session's answer, as it was at that moment."""
-
-    pid: int
-    host_pid: int
-    rank: int
-    ok: bool
-    detail: str
-    window: Optional[ProcessTrace] = None  # a copy of its window's state, when there is one
-    step: int = 0  # the step the daemon last heard of
-    backend: str = ""
-    new_warnings: List[str] = field(default_factory=list)  # not already given when the window started
-    collecting_s: float = 0.0
-
-    @classmethod
-    def of_record(cls, record: ProcessRecord, ok: bool, detail: str) -> SessionProcess:
-        return cls(
-            record.pid,
-            record.host_pid,
-            record.rank,
-            ok,
-            detail,
-            step=record.current_step,
-            backend=record.backend,
-        )
-
-    @classmethod
-    def of_window(cls, p: ProcessTrace, **facts: Any) -> SessionProcess:
-        ok = p.phase is not TracePhase.FAILED
-        return cls(p.pid, p.host_pid, p.rank, ok, p.error or p.phase.value, copy.deepcopy(p), **facts)
-
-
-@dataclass
-class SessionPart:
-    """One thing an answer says, with the facts ``dyno`` words it from."""
-
-    news: News
-    processes: List[SessionProcess] = field(default_factory=list)
-    label: str = ""
-    refusal: str = ""
-    why: str = ""
-    window_id: str = ""
-    output: str = ""
-    hostname: str = ""
-    attached: int = 0
-    commands_used: int = 0
-    command_limit: int = 0
-    windows: int = 0
-    idle_left_s: float = 0.0
-    idle_timeout_s: float = 0.0
-    waited_s: float = 0.0
-
-
-@dataclass
-class SessionReply:
-    seq: int  # of the request answered; 0: news nobody asked for
-    action: SessionAction
-    ok: bool  # at least one process did what was asked
-    parts: List[SessionPart]
-    processes: List[SessionProcess] = field(default_factory=list)
-    window_id: str = ""
-    ended: bool = False  # the session is over; the parts say why
-    commands_left: int = 0
+from .messages import News, SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 
 
 @dataclass(frozen=True)
@@ -239,10 +134,10 @@ class DynamicSession:
             return await self._quit(0, "the client closed the session")
         if isinstance(item, _Idle):
             part = SessionPart(News.IDLE_TIMEOUT, idle_timeout_s=self._idle_timeout_s)
-            return self._reply(0, _A.QUIT, False, [part], ended=True)
+            return _ended(self._reply(0, _A.QUIT, False, [part]))
         if isinstance(item, Gone):
             return self._process_gone(item)
-        handlers = {
+        handlers: Dict[SessionAction, Callable[[int], Awaitable[SessionReply]]] = {
             _A.START: self._start,
             _A.STOP: self._stop,
             _A.STATUS: self._status,
@@ -264,7 +159,7 @@ class DynamicSession:
         self._pids = {o.record.host_pid for o in result.taken}
         processes = [SessionProcess.of_record(o.record, o.triggered, o.detail) for o in result.outcomes]
         if not result.effective:
-            reply = self._reply(seq, _A.ATTACH, False, [_refused(result, processes)], ended=True)
+            reply = _ended(self._reply(seq, _A.ATTACH, False, [_refused(result, processes)]))
         else:
             attached = SessionPart(
                 News.ATTACHED,
@@ -346,7 +241,7 @@ class DynamicSession:
     async def _quit(self, seq: int, why: str = "quit") -> SessionReply:
         stopped = await self._stop(seq) if self._collecting else None
         parts = [*(stopped.parts if stopped else []), SessionPart(News.QUIT, why=why)]
-        return self._reply(seq, _A.QUIT, True, parts, self._window if stopped else None, ended=True)
+        return _ended(self._reply(seq, _A.QUIT, True, parts, self._window if stopped else None))
 
     async def _count_command(self, reply: SessionReply) -> SessionReply:
         """msprof's cap on start/stop commands: the one that reaches it is answered, then the session
@@ -358,8 +253,7 @@ class DynamicSession:
         if self._collecting:
             reply.parts += (await self._stop(reply.seq)).parts
         reply.parts.append(SessionPart(News.COMMAND_LIMIT, command_limit=self._command_limit))
-        reply.ended = True
-        return reply
+        return _ended(reply)
 
     def _process_gone(self, gone: Gone) -> SessionReply:
         record = gone.record
@@ -368,10 +262,10 @@ class DynamicSession:
         window = self._window.processes.get(record.host_pid) if self._window else None
         process.window = copy.deepcopy(window)
         parts = [SessionPart(News.PROCESS_GONE, [process], why=gone.why)]
-        ended = not self._pids
-        if ended:
-            parts.append(SessionPart(News.TASK_ENDED))
-        return self._reply(0, _A.NONE, False, parts, ended=ended)
+        if self._pids:
+            return self._reply(0, _A.NONE, False, parts)
+        parts.append(SessionPart(News.TASK_ENDED))
+        return _ended(self._reply(0, _A.NONE, False, parts))
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -395,7 +289,6 @@ class DynamicSession:
         ok: bool,
         parts: List[SessionPart],
         window: Optional[Trace] = None,
-        ended: bool = False,
     ) -> SessionReply:
         processes = [SessionProcess.of_window(p) for p in (window.processes.values() if window else ())]
         return SessionReply(
@@ -405,7 +298,6 @@ class DynamicSession:
             parts,
             processes,
             window_id=window.trace_id if window else "",
-            ended=ended,
             commands_left=max(0, self._command_limit - self._commands),
         )
 
@@ -431,6 +323,12 @@ _FINAL = (TracePhase.FINISHED, TracePhase.FAILED)
 async def _until(trace: Trace, done: Callable[[ProcessTrace], bool], timeout: float) -> bool:
     """Wait until *done* holds for every process of *trace*; False after *timeout* seconds."""
     return await trace.changes.until(lambda: all(done(p) for p in trace.processes.values()), timeout)
+
+
+def _ended(reply: SessionReply) -> SessionReply:
+    """*reply* as the session's last: the parts it holds say why."""
+    reply.ended = True
+    return reply
 
 
 def _refused(result: CommandResult, processes: List[SessionProcess]) -> SessionPart:

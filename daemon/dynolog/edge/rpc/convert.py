@@ -23,7 +23,7 @@ from ...core.pipeline import Policy
 from ...core.registry import ClientKind, ProcessRecord
 from ...core.traces import ProcessTrace, Trace, TraceSlot
 from ...incidents.incident import Incident
-from ...session.dynamic import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
+from ...session.messages import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 from ..fetch import Piece
 
 # --- requests, in ------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ from ...ipc.dispatch import IpcDispatcher
 from ...kinds import command_policies
 from ...kinds.dynamic import Holds
 from ...node import Node, msmonitor_status
-from ...session.dynamic import DynamicSession, SessionStep
+from ...session.dynamic import DynamicSession
+from ...session.messages import SessionStep
 from .. import admission, auth, fetch, monitor_files
 from . import convert
 
