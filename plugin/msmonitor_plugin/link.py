@@ -21,6 +21,7 @@ from typing import Callable, Deque, Hashable, List, Optional, Tuple
 
 from msmonitor_contract import wire
 
+from .daemon_socket import DaemonSocket
 from .throttled import Throttled
 
 log = logging.getLogger("msmonitor_plugin")
@@ -101,16 +102,13 @@ class DaemonLink:
         self._make_hello = make_hello
         # Messages the daemon must not miss (trace outcomes), kept while it is away and resent after
         # the next registration; bounded, oldest dropped.
-        self._unsent: Deque[bytes] = collections.deque(maxlen=32)
+        self._unsent: Deque[Tuple[str, bytes]] = collections.deque(maxlen=32)
         # Its own (or the caller's, seeded by a test): the job's random module and its seed are not ours.
         self._rng = rng if rng is not None else random.Random()
         self._on_datagram = on_datagram
         # Any local user can send to an abstract name: each drop is counted, said once a minute.
         self._foreign = Throttled(log, "dropped datagrams that did not come from dynolog")
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who commands us
-        self._sock.setblocking(False)
-        self._sock.bind(self.address)
+        self._sock = DaemonSocket(self.daemon, self.address)  # only the daemon may command us
         if isinstance(self.address, str):
             os.chmod(self.address, 0o600)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -133,7 +131,7 @@ class DaemonLink:
         """Send now, or soon from the link thread: the daemon's queue may be full for a moment (many
         processes reporting at once) or the daemon away (then after the next registration)."""
         if not self.send(msg_type, payload):
-            self._unsent.append(wire.encode(msg_type, payload))
+            self._unsent.append((msg_type, payload))
             self._wake()
 
     def _flush_unsent(self) -> bool:
@@ -143,7 +141,7 @@ class DaemonLink:
         """
         while self._unsent and self.registered.is_set():
             try:
-                self._sock.sendto(self._unsent[0], self.daemon)
+                self._sock.send(*self._unsent[0])
             except OSError as exc:
                 if exc.errno != errno.EAGAIN:  # gone, not just busy: register again first
                     self.registered.clear()
@@ -154,7 +152,7 @@ class DaemonLink:
     def send(self, msg_type: str, payload: bytes = b"") -> bool:
         """One non-blocking send to the daemon; False (and no exception) when it is not there."""
         try:
-            self._sock.sendto(wire.encode(msg_type, payload), self.daemon)
+            self._sock.send(msg_type, payload)
             return True
         except OSError as exc:
             if exc.errno not in _ABSENT:
@@ -185,11 +183,9 @@ class DaemonLink:
             self.close()
 
     def close(self) -> None:
-        for s in (self._sock, self._wake_r, self._wake_w):
-            s.close()
-        if isinstance(self.address, str):
-            with contextlib.suppress(OSError):
-                os.unlink(self.address)
+        self._sock.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _run(self) -> None:
         try:
@@ -261,7 +257,7 @@ class DaemonLink:
     def _drain(self) -> None:
         while True:
             try:
-                data = wire.receive_from(self._sock, self.daemon)
+                data = self._sock.read()
             except (BlockingIOError, InterruptedError):
                 return
             if data is None:

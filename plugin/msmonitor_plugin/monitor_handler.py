@@ -8,11 +8,9 @@ Commands come from the daemon through the agent's router (a push) or from torch_
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import socket
 from typing import Callable, Mapping, Optional
 
 from msmonitor_contract import configtext, wire
@@ -20,6 +18,7 @@ from msmonitor_contract.report import Report
 from msmonitor_contract.vocabulary import MONITOR_HOLDER, MonitorState, msmonitor_socket_dir
 
 from . import identity
+from .daemon_socket import DaemonSocket
 from .monitor.config import ConfigError, MonitorConfig
 from .monitor.engine import Monitor
 from .slot import ProfilerSlot
@@ -134,8 +133,6 @@ class MonitorHandler:
 
     def _send_data_messages(self, report: Report) -> None:
         address = os.path.join(msmonitor_socket_dir(self._env), wire.MSMONITOR_DATA_SOCKET)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.setblocking(False)
+        with DaemonSocket(address) as sock:
             for message in report.data_messages():
-                with contextlib.suppress(OSError):
-                    sock.sendto(wire.encode(wire.DATA, json.dumps(message).encode()), address)
+                sock.offer(wire.DATA, json.dumps(message).encode())

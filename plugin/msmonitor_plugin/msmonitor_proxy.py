@@ -11,11 +11,8 @@ msMonitor's own daemon serves it too; this project's daemon also receives a rich
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import select
-import socket
 import threading
 import time
 import uuid
@@ -31,6 +28,7 @@ from msmonitor_contract.vocabulary import (
 )
 
 from . import identity
+from .daemon_socket import DaemonSocket
 from .kinds import FRAMEWORK_TRACES
 from .monitor_handler import MonitorHandler
 
@@ -51,45 +49,17 @@ def daemon_address(env: Mapping[str, str]) -> str:
     return os.path.join(msmonitor_socket_dir(env), wire.MSMONITOR_CONTROL_SOCKET)
 
 
-class _Channel:
+class _Channel(DaemonSocket):
     """The helper process's socket: an abstract ``dynoconfigclient<uuid>`` name, as msMonitor binds; a
     file in ``MSMONITOR_IPC_SOCKET_DIR`` when that is set, so the daemon can answer across network
-    namespaces (a training pod without the host's network shares only that folder with it)."""
+    namespaces (a training pod without the host's network shares only that folder with it). A send the
+    daemon does not take is not an error: the next poll tries again."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        self.daemon = daemon_address(env)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # only the daemon may answer
-        self.sock.setblocking(False)
         name = f"dynoconfigclient{uuid.uuid4()}"
-        self.address = wire.endpoint_address(name, env.get(MSMONITOR_SOCKET_DIR_ENV, ""))
-        self.sock.bind(self.address)
-
-    def send(self, msg_type: str, payload: bytes) -> bool:
-        try:
-            self.sock.sendto(wire.encode(msg_type, payload), self.daemon)
-            return True
-        except OSError:  # no daemon (yet): the next poll tries again
-            return False
-
-    def receive(self, msg_type: str, timeout: float) -> Optional[bytes]:
-        """The next datagram of *msg_type* within *timeout*; others (late replies, acks) are dropped."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
-                return None
-            with contextlib.suppress(BlockingIOError, wire.WireError):
-                data = wire.receive_from(self.sock, self.daemon)
-                datagram = wire.decode(data) if data is not None else None
-                if datagram is not None and datagram.type == msg_type:
-                    return datagram.payload
-
-    def close(self) -> None:
-        self.sock.close()
-        if isinstance(self.address, str):
-            with contextlib.suppress(OSError):
-                os.unlink(self.address)
+        super().__init__(
+            daemon_address(env), wire.endpoint_address(name, env.get(MSMONITOR_SOCKET_DIR_ENV, ""))
+        )
 
 
 class PyDynamicMonitorProxy:
@@ -154,7 +124,7 @@ class PyDynamicMonitorProxy:
                 if self._last_poll - self._registered_at >= REREGISTER_S:
                     self._register()
                 request = wire.KinetoRequest(3, identity.job_id(os.environ), self._pids())
-                if not channel.send(wire.REQ, request.pack()):
+                if not channel.offer(wire.REQ, request.pack()):
                     return ""
                 reply = channel.receive(wire.REQ, POLL_WAIT_S)
             except Exception:  # never into the framework's monitor loop
@@ -210,9 +180,9 @@ class PyDynamicMonitorProxy:
         assert self._channel is not None
         self._registered_at = time.monotonic()
         context = wire.KinetoContext(device=self._npu_id, pid=os.getpid(), job_id=identity.job_id(os.environ))
-        self._channel.send(wire.CTXT, context.pack())
+        self._channel.offer(wire.CTXT, context.pack())
         hello = identity.hello(0, MSMONITOR_CAPABILITIES)
-        self._channel.send(wire.HELLO, hello.to_payload())
+        self._channel.offer(wire.HELLO, hello.to_payload())
 
     @staticmethod
     def _pids() -> tuple:
@@ -233,4 +203,4 @@ class PyDynamicMonitorProxy:
             pid=os.getpid(),
             job_id=identity.job_id(os.environ),
         )
-        channel.send(msg_type, status.pack())
+        channel.offer(msg_type, status.pack())
