@@ -10,11 +10,13 @@ import errno
 import json
 import logging
 import os
-import secrets
 import stat
 import sys
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+
+from msmonitor_contract.files import replacing
 
 log = logging.getLogger("msmonitor_plugin")
 
@@ -301,59 +303,35 @@ def write_back_disabled(path: str) -> None:
         log.warning("%s: cannot write enable 0 back into %s: %s", ENV, path, exc)
 
 
+class _OwnerRefused(Exception):
+    """The new file cannot be given the old one's owner."""
+
+
 def _replace(
     path: str, obj: Dict[str, Any], exclusive: bool = False, like: Optional[os.stat_result] = None
 ) -> None:
-    """Write a temp file beside *path* and rename it over *path* (a reader never sees half a file); with
-    *exclusive*, fail if *path* appeared meanwhile; with *like*, give it that file's mode and owner (when
-    the owner cannot be given, write *path* in place instead, as MindIE does, so it keeps both)."""
-    fd, temp = _temp_beside(path)
+    """Write *obj* to a temp file beside *path* and rename it over *path* (a reader never sees half a
+    file); with *exclusive*, fail if *path* appeared meanwhile; with *like*, give it that file's mode and
+    owner (when the owner cannot be given, write *path* in place instead, as MindIE does, so it keeps
+    both)."""
+    text = json.dumps(obj, indent=4) + "\n"
+    mode = None if like is None else stat.S_IMODE(like.st_mode)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            _dump(obj, f)
-            if like is not None and not _same_owner(f.fileno(), like):
-                _write_in_place(path, obj)
-                return
-        if exclusive:
-            os.link(temp, path)  # fails if it exists: never overwrite
-        else:
-            os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        with replacing(Path(path), mode=mode, exclusive=exclusive) as temp:
+            temp.write_text(text, encoding="utf-8")
+            if like is not None:
+                _give_owner(temp, like)
+    except _OwnerRefused:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
-def _temp_beside(path: str) -> Tuple[int, str]:
-    """A new temp file beside *path*, created as ``touch`` creates one (0666 less the umask), which
-    ``tempfile.mkstemp`` does not (0600: nobody else could flip the switch)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    while True:
-        temp = os.path.join(folder, f".ms_service_profiler_{os.getpid()}_{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(temp, flags, 0o666), temp
-        except FileExistsError:
-            continue  # another name: 48 random bits, taken only by chance
-
-
-def _dump(obj: Dict[str, Any], f: IO[str]) -> None:
-    json.dump(obj, f, indent=4)
-    f.write("\n")
-
-
-def _same_owner(fd: int, like: os.stat_result) -> bool:
-    """Give the open temp file *like*'s mode and owner; False when the owner cannot be given."""
-    os.fchmod(fd, stat.S_IMODE(like.st_mode))
-    own = os.fstat(fd)
+def _give_owner(temp: Path, like: os.stat_result) -> None:
+    """Give *temp* *like*'s owner; _OwnerRefused when it cannot be given."""
+    own = temp.stat()
     if (own.st_uid, own.st_gid) == (like.st_uid, like.st_gid):
-        return True
+        return
     try:
-        os.fchown(fd, like.st_uid, like.st_gid)
+        os.chown(temp, like.st_uid, like.st_gid)
     except PermissionError:
-        return False
-    return True
-
-
-def _write_in_place(path: str, obj: Dict[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        _dump(obj, f)
+        raise _OwnerRefused from None

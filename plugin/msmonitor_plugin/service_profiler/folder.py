@@ -12,7 +12,10 @@ import logging
 import os
 import stat
 import time
+from pathlib import Path
 from typing import IO, NamedTuple
+
+from msmonitor_contract.files import replacing
 
 from .config import read_text
 
@@ -43,10 +46,8 @@ def _decide(config_path: str) -> Decision:
         if current is not None and _alive(current["pid"]):
             return Decision(current["folder"], current["pid"] == os.getpid())
         folder = time.strftime("%m%d-%H%M")
-        temp = f"{session}.{os.getpid()}.tmp"
-        with open(temp, "w") as f:
-            json.dump({"pid": os.getpid(), "folder": folder}, f)
-        os.replace(temp, session)
+        with replacing(Path(session)) as temp:
+            temp.write_text(json.dumps({"pid": os.getpid(), "folder": folder}))
         return Decision(folder, True)
 
 
