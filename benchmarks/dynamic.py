@@ -35,7 +35,7 @@ import grpc
 from _bench import Figure, Workload, percentile, report, running_daemon, stop_process
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import BIN, read_line_until
+from harness import Dyno, read_line_until
 
 WINDOWS = 12
 WINDOW_S = 2.0
@@ -99,15 +99,15 @@ def windows(stub: pb_grpc.DynologStub, pid: int, out: Path) -> tuple[List[float]
 
 
 def attach_vs_status(port: int, pid: int, out: Path) -> tuple[List[float], List[float]]:
-    dyno = [str(BIN / "dyno"), "--port", str(port)]
+    dyno = Dyno(("--port", str(port)))
     attach_s, status_s = [], []
     for _ in range(ATTACH_ROUNDS):
         began = time.monotonic()
-        subprocess.run([*dyno, "status"], check=True, capture_output=True)
+        subprocess.run(dyno.command("status"), check=True, capture_output=True)
         status_s.append(time.monotonic() - began)
         began = time.monotonic()
         proc = subprocess.Popen(
-            [*dyno, "--json", "dynamic", "--pid", str(pid), "--output", str(out)],
+            dyno.command("--json", "dynamic", "--pid", str(pid), "--output", str(out)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -124,17 +124,7 @@ def attach_vs_status(port: int, pid: int, out: Path) -> tuple[List[float], List[
 
 def hold_released_s(stub: pb_grpc.DynologStub, port: int, pid: int, out: Path, sig: signal.Signals) -> float:
     proc = subprocess.Popen(
-        [
-            str(BIN / "dyno"),
-            "--port",
-            str(port),
-            "--json",
-            "dynamic",
-            "--pid",
-            str(pid),
-            "--output",
-            str(out),
-        ],
+        Dyno(("--port", str(port))).command("--json", "dynamic", "--pid", str(pid), "--output", str(out)),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

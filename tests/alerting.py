@@ -162,7 +162,7 @@ def scene(
         # Prometheus first: it takes up new targets and Alertmanagers on a 5 s tick, while the rest starts.
         the_scene.prometheus = prometheus_with_rules(workdir / "prometheus", targets, alertmanager).start()
         the_scene.start_daemons(exporter_port, daemon_flags)
-        dyno = the_scene.cluster.command()[1:]  # its global flags: --port, --certs-dir
+        dyno = the_scene.cluster.dyno.options  # --port, --certs-dir
         the_scene.respond = RespondProcess(respond_args(workdir / "respond", token, *respond_flags), dyno)
         the_scene.respond.start()
         alertmanager.config = alertmanager_config(webhook_url(the_scene.respond), token)

@@ -23,7 +23,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -31,6 +31,10 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 # Kineto polls every 1 s instead of 5 s with this base config (reference/kineto.md §5 run I).
 KINETO_1S_CONFIG = WORKLOADS / "kineto_1s.conf"
 T = TypeVar("T")
+Completed = subprocess.CompletedProcess[str]
+# The exit status a run must end with: one, any of several, or None for whatever it is (the test looks).
+Expect = Union[int, Collection[int], None]
+Environment = Mapping[str, Optional[str]]
 
 
 def free_port() -> int:
@@ -207,25 +211,13 @@ class Daemon:
         self.stop()
         return self.start()
 
-    def dyno(self, *args: str, check: bool = False, timeout: float = 60.0) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-        cmd = [str(BIN / "dyno"), "--port", str(self.port), *args]
-        if self.netns_of is not None:
-            cmd = nsenter(self.netns_of, cmd)
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-            )
-        return result
+    @property
+    def dyno(self) -> Dyno:
+        """`dyno` pointed at this daemon (inside its network namespace, if it has one)."""
+        return Dyno(("--port", str(self.port)), netns_of=self.netns_of)
 
     def dyno_json(self, *args: str) -> Any:
-        """`dyno --json ...` parsed; exit 1 (the daemon said ineffective or failed) still carries JSON."""
-        result = self.dyno("--json", *args)
-        if result.returncode not in (0, 1) or not result.stdout:
-            raise AssertionError(
-                f"dyno {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-            )
-        return json.loads(result.stdout)
+        return self.dyno.json(*args)
 
     def processes(self) -> List[Dict[str, Any]]:
         return self.dyno_json("processes")  # type: ignore[no-any-return]
@@ -273,6 +265,74 @@ def trainer(
 
 def nsenter(pid: int, cmd: Sequence[str]) -> List[str]:
     return ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *cmd]
+
+
+def environment(changes: Environment) -> Dict[str, str]:
+    """This process's environment with *changes*: a value sets the variable, None takes it out."""
+    merged = {**os.environ, **changes}
+    return {name: value for name, value in merged.items() if value is not None}
+
+
+def _expected(status: int, expect: Expect) -> bool:
+    if expect is None:
+        return True
+    return status == expect if isinstance(expect, int) else status in expect
+
+
+@dataclass(frozen=True)
+class Dyno:
+    """The `dyno` command line as tests run it, with what all of a test's calls share: the global
+    options before the command (a daemon's port, certificates), a working folder, a network namespace.
+
+    ``Dyno()(...)`` (or the module's :data:`dyno`) runs it with nothing shared."""
+
+    options: Sequence[str] = ()
+    cwd: Optional[Path] = None
+    netns_of: Optional[int] = None  # run inside the network namespace of this pid
+    timeout: float = 60.0  # a hung CLI fails its test instead of the suite's timeout killing all of it
+
+    def command(self, *args: str) -> List[str]:
+        """The argv, for a test that starts it itself (a watch read line by line, say)."""
+        cmd = [str(BIN / "dyno"), *self.options, *args]
+        return nsenter(self.netns_of, cmd) if self.netns_of is not None else cmd
+
+    def __call__(
+        self,
+        *args: str,
+        expect: Expect = None,
+        env: Optional[Environment] = None,
+        input: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Completed:
+        """Run it to its end, output captured as text. *env* changes this process's environment (None
+        takes a variable out); stdin is *input*, else empty (a command that reads it must not wait on
+        the terminal); an exit status other than *expect* fails with the command and its output."""
+        cmd = self.command(*args)
+        result = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=self.timeout if timeout is None else timeout,
+            cwd=self.cwd,
+            env=environment(env) if env is not None else None,
+            input=input,
+            stdin=subprocess.DEVNULL if input is None else None,
+        )
+        if not _expected(result.returncode, expect):
+            raise AssertionError(
+                f"{' '.join(cmd)} exited {result.returncode}, not {expect}:\n{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def json(self, *args: str, env: Optional[Environment] = None) -> Any:
+        """`dyno --json ...` parsed; exit 1 (the daemon said ineffective or failed) still carries JSON."""
+        result = self("--json", *args, expect=(0, 1), env=env)
+        if not result.stdout:
+            raise AssertionError(f"dyno --json {' '.join(args)} printed nothing:\n{result.stderr}")
+        return json.loads(result.stdout)
+
+
+dyno = Dyno()
 
 
 @dataclass

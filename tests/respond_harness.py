@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from harness import BIN, read_line_until, rest_of_output, stop_process
+from harness import Dyno, read_line_until, rest_of_output, stop_process
 
 TOKEN = "s3cret"
 STARTS_AT = "2026-12-02T01:03:52.509324779Z"
@@ -105,7 +105,7 @@ class RespondProcess:
     lines: List[str] = field(default_factory=list)
 
     def start(self) -> RespondProcess:
-        command = [str(BIN / "dyno"), *self.global_args, "respond", "--listen", "127.0.0.1:0", *self.args]
+        command = Dyno(self.global_args).command("respond", "--listen", "127.0.0.1:0", *self.args)
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         listening = read_line_until_containing(self.proc, "listening on http://", 30)
         self.port = int(listening.split("listening on http://127.0.0.1:")[1].split("/")[0])

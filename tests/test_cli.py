@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import List
 
 import pytest
 
-from harness import BIN, Daemon, free_port
-
-
-def dyno(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run([str(BIN / "dyno"), *args], capture_output=True, text=True, timeout=60)
+from harness import Daemon, dyno, free_port
 
 
 def test_unreachable_daemon_exits_3_and_says_where_and_what_to_check():
@@ -40,8 +38,33 @@ def test_no_command_shows_the_help_and_exits_2():
         assert result.stderr.startswith("dyno: missing command\n\nUsage: dyno ")
 
 
+def test_bash_completion_from_its_script_offers_commands_and_a_commands_flags(tmp_path):
+    """The script `--show-completion bash` prints, sourced into a real bash, completes as a user sees it."""
+    script = tmp_path / "dyno.bash"
+    script.write_text(dyno("--show-completion", "bash", expect=0).stdout)
+    dyno_dir = str(Path(sys.executable).parent)  # the script calls dyno by name, from PATH
+
+    def complete(*words: str) -> List[str]:
+        line = " ".join(f"'{w}'" for w in ("dyno", *words))
+        probe = f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; _dyno_completion dyno; "
+        probe += 'printf "%s\\n" "${COMPREPLY[@]}"'
+        done = subprocess.run(
+            ["bash", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PATH": f"{dyno_dir}:{os.environ['PATH']}"},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("npu") == ["nputrace", "npu-monitor"]
+    assert complete("nputrace", "--mstx-domain-i") == ["--mstx-domain-include"]
+    assert "init" in complete("certs", "")
+
+
 def test_status_readable_and_json(daemon: Daemon):
-    text = daemon.dyno("status", check=True).stdout
+    text = daemon.dyno("status", expect=0).stdout
     assert text.startswith("dynolog ")
     assert f"ipc:        {daemon.socket_dir}/dynolog, " in text
     assert "  dropped:    nothing\n" in text
@@ -65,7 +88,7 @@ def test_version_names_both_sides(daemon: Daemon):
 
 def test_processes_when_none_registered_says_how_to_register(daemon: Daemon):
     assert daemon.dyno_json("processes") == []
-    assert "MSMONITOR_USE_DAEMON=1" in daemon.dyno("processes", check=True).stdout
+    assert "MSMONITOR_USE_DAEMON=1" in daemon.dyno("processes", expect=0).stdout
 
 
 COMMANDS = (

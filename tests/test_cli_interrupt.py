@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from harness import BIN, Daemon, Workload, read_line_until, rest_of_output, stop_process, wait_until
+from harness import Daemon, Workload, read_line_until, rest_of_output, stop_process, wait_until
 
 
 def asked_the_daemon(pid: int) -> bool:
@@ -27,7 +27,7 @@ def test_ctrl_c_while_waiting_for_processes_ends_dyno_as_sigint_does_without_a_t
     daemon: Daemon,
 ) -> None:
     dyno = subprocess.Popen(
-        [str(BIN / "dyno"), "--port", str(daemon.port), "processes", "--wait-for", "5"],
+        daemon.dyno.command("processes", "--wait-for", "5"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -47,10 +47,9 @@ def test_ctrl_c_while_following_a_trace_stops_following_and_leaves_the_trace(
     job = start_workload("idle.py", daemon.plugin_env(), "--init")  # counts no steps: the trace waits
     wait_until(lambda: daemon.process(job.pid), what="registration")
     dyno = subprocess.Popen(
-        [
-            *(str(BIN / "dyno"), "--port", str(daemon.port), "nputrace", "--start-step", "500"),
-            *("--iterations", "1", "--log-file", str(tmp_path), "--wait"),
-        ],
+        daemon.dyno.command(
+            *("nputrace", "--start-step", "500", "--iterations", "1", "--log-file", str(tmp_path), "--wait")
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

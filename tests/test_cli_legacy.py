@@ -30,7 +30,7 @@ from dyno.edge import legacy
 from dyno.fleet.target import Target
 from dynocerts.policy import Role
 from dynoproto import legacy as wire
-from harness import BIN, Daemon, free_port, read_line_until, stop_process
+from harness import Completed, Daemon, Dyno, free_port, read_line_until, stop_process
 
 STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "legacy_daemon.py"
 PROCESSES = "101,102"
@@ -92,12 +92,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(server, cf.certs_dir(folder / "client", Role.CLIENT, ca, cf.leaf(ca, Role.CLIENT, "operator")))
 
 
-def dyno(port: int, *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    cmd = [str(BIN / "dyno"), "--port", str(port), *TIMEOUT, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+def dyno(port: int, *args: str) -> Completed:
+    return Dyno(("--port", str(port), *TIMEOUT))(*args)
 
 
-def across(hosts: List[str], *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+def across(hosts: List[str], *args: str) -> Completed:
     """With this project's daemon among the hosts: a --timeout whose handshake bound (3 s) a loaded
     machine's daemon meets, as a real one would."""
     return dyno(1778, "--timeout", "6", "--hosts", ",".join(hosts), *args)

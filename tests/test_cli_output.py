@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import BIN, Daemon, stop_process, wait_until
+from harness import Daemon, stop_process, wait_until
 from msmonitor_contract import wire
 from test_ipc_hostile import Client
 
@@ -38,7 +38,7 @@ def hostile_process(daemon: Daemon) -> Client:
 def test_what_processes_say_of_themselves_is_shown_escaped(daemon: Daemon):
     client = hostile_process(daemon)
     try:
-        result = daemon.dyno("processes", check=True)
+        result = daemon.dyno("processes", expect=0)
         assert "\x1b" not in result.stdout and "\x07" not in result.stdout
         assert "\\x1b]0;pwned\\x07" in result.stdout, result.stdout
         assert daemon.process(os.getpid())["hostname"] == EVIL, (
@@ -50,7 +50,7 @@ def test_what_processes_say_of_themselves_is_shown_escaped(daemon: Daemon):
 
 def test_a_controllers_name_is_shown_escaped_by_processes_and_dynamic(daemon: Daemon, tmp_path: Path):
     client = hostile_process(daemon)
-    command = [str(BIN / "dyno"), "--port", str(daemon.port), "dynamic", "--pid", str(os.getpid())]
+    command = daemon.dyno.command("dynamic", "--pid", str(os.getpid()))
     controller = subprocess.Popen(
         [*command, "--output", str(tmp_path)],
         stdin=subprocess.PIPE,
@@ -60,7 +60,7 @@ def test_a_controllers_name_is_shown_escaped_by_processes_and_dynamic(daemon: Da
     )
     try:
         wait_until(lambda: (daemon.process(os.getpid()) or {}).get("held_by"), what="the session to hold it")
-        shown = daemon.dyno("processes", check=True).stdout
+        shown = daemon.dyno("processes", expect=0).stdout
         refused = subprocess.run(
             [*command, "--output", str(tmp_path)],
             stdin=subprocess.DEVNULL,
@@ -85,7 +85,7 @@ def test_a_reader_that_leaves_early_ends_dyno_quietly(daemon: Daemon, args):
     os.close(read)
     try:
         result = subprocess.run(
-            [str(BIN / "dyno"), "--port", str(daemon.port), *args],
+            daemon.dyno.command(*args),
             stdout=write,
             stderr=subprocess.PIPE,
             text=True,

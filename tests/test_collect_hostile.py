@@ -5,7 +5,6 @@ first. dyno must neither write outside DIR nor without bound, nor crash, nor lea
 
 from __future__ import annotations
 
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator, List, Union
@@ -15,7 +14,7 @@ import pytest
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
-from harness import BIN, wait_until
+from harness import Completed, Dyno, wait_until
 
 TRACE_ID = "123456789012345678"
 PID = 7
@@ -53,19 +52,15 @@ def chunk(name: str, size: int, offset: int, data: bytes) -> pb.FileChunk:
     )
 
 
-def collect(script: Script, folder: Path) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+def collect(script: Script, folder: Path) -> Completed:
     """``dyno trace ID --collect folder`` against a :class:`Liar` serving *script*."""
     server = grpc.server(ThreadPoolExecutor(2))
     pb_grpc.add_DynologServicer_to_server(Liar(script), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        command = [str(BIN / "dyno"), "--hostname", "127.0.0.1", "--port", str(port)]
-        return subprocess.run(
-            [*command, "trace", TRACE_ID, "--collect", str(folder)],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        return Dyno(("--hostname", "127.0.0.1", "--port", str(port)))(
+            "trace", TRACE_ID, "--collect", str(folder)
         )
     finally:
         server.stop(None)

@@ -33,7 +33,20 @@ from dynolog.incidents.watch import default_trace_dir
 from dynolog.monitoring.sinks import ProcessLabels
 from dynolog.monitoring.sinks.prometheus import PrometheusSink
 from fake_mspti import fake_mspti_build
-from harness import BIN, REPO, Daemon, Workload, drain, free_port, read_line_until, stop_process, wait_until
+from harness import (
+    BIN,
+    REPO,
+    Completed,
+    Daemon,
+    Dyno,
+    Workload,
+    drain,
+    dyno,
+    free_port,
+    read_line_until,
+    stop_process,
+    wait_until,
+)
 from msmonitor_contract.activity import Kind
 from msmonitor_contract.report import VERSION as REPORT_VERSION
 from msmonitor_contract.report import Report
@@ -400,9 +413,9 @@ def sandbox() -> Iterator[Path]:
 
 def make_certificates(pki: Path) -> None:
     """As deploy/README.md tells: the server certificate names localhost for the probes."""
-    dyno = str(BIN / "dyno")
-    run([dyno, "certs", "init", str(pki), "--server-hosts", "localhost,127.0.0.1", "--client-name", "ops"])
-    run([dyno, "certs", "issue", str(pki), "--client-name", PROBE_CLIENT])
+    init = ("certs", "init", str(pki), "--server-hosts", "localhost,127.0.0.1", "--client-name", "ops")
+    dyno(*init, expect=0, timeout=120)
+    dyno("certs", "issue", str(pki), "--client-name", PROBE_CLIENT, expect=0, timeout=120)
 
 
 def test_a_daemonset_pod_serves_its_probes_and_a_training_pod(
@@ -510,9 +523,8 @@ def by_name(items: List[Dict[str, Any]], name: str) -> Dict[str, Any]:
     return found
 
 
-def dyno_tls(port: str, certs: str, *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    cmd = [str(BIN / "dyno"), "--hostname=localhost", f"--port={port}", f"--certs-dir={certs}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+def dyno_tls(port: str, certs: str, *args: str) -> Completed:
+    return Dyno(("--hostname=localhost", f"--port={port}", f"--certs-dir={certs}"))(*args)
 
 
 def processes(port: str, certs: str) -> List[Dict[str, Any]]:

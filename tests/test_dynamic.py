@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from harness import BIN, Daemon, Workload, read_line_until, stop_process, trainer, wait_until
+from harness import BIN, Completed, Daemon, Workload, read_line_until, stop_process, trainer, wait_until
 from msmonitor_contract import wire
 from msmonitor_contract.vocabulary import TracePhase
 from wire_peer import PluginPeer
@@ -33,7 +33,7 @@ def fast_trainer(daemon: Daemon, start_workload, rank: int = 0) -> Workload:
 
 
 def dyno_dynamic(daemon: Daemon, *args: str) -> List[str]:
-    return [str(BIN / "dyno"), "--port", str(daemon.port), "--json", "dynamic", *args]
+    return daemon.dyno.command("--json", "dynamic", *args)
 
 
 class Controller:
@@ -75,13 +75,11 @@ def controllers():
         controller.close()
 
 
-def scripted(daemon: Daemon, script: str, *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run(
-        dyno_dynamic(daemon, *args), input=script, capture_output=True, text=True, timeout=120
-    )
+def scripted(daemon: Daemon, script: str, *args: str) -> Completed:
+    return daemon.dyno("--json", "dynamic", *args, input=script, timeout=120)
 
 
-def answers(result: subprocess.CompletedProcess) -> List[Dict[str, Any]]:  # type: ignore[type-arg]
+def answers(result: Completed) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
@@ -346,18 +344,8 @@ def test_bad_input_is_refused_naming_it(daemon, start_workload, tmp_path):
 
 def test_a_scripted_session_in_text_reads_as_a_session(daemon, start_workload, tmp_path):
     job = fast_trainer(daemon, start_workload)
-    command = [
-        str(BIN / "dyno"),
-        "--port",
-        str(daemon.port),
-        "dynamic",
-        "--pid",
-        str(job.pid),
-        "--output",
-        str(tmp_path),
-    ]
-    result = subprocess.run(
-        command, input="status\nbogus\nquit\n", capture_output=True, text=True, timeout=60
+    result = daemon.dyno(
+        "dynamic", "--pid", str(job.pid), "--output", str(tmp_path), input="status\nbogus\nquit\n"
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout

@@ -33,7 +33,7 @@ import pytest
 
 import certs_factory as cf
 from dynocerts.policy import Role
-from harness import BIN, Daemon, Workload, read_line_until, stop_process, wait_until
+from harness import Daemon, Dyno, Workload, dyno, read_line_until, stop_process, wait_until
 
 pytestmark = pytest.mark.torch
 
@@ -65,24 +65,14 @@ class Cluster:
         self.daemons[name] = daemon
         return daemon
 
-    def command(self, *args: str) -> List[str]:
-        return [str(BIN / "dyno"), "--port", str(self.port), "--certs-dir", str(self.client), *args]
-
-    def dyno(
-        self, *args: str, env: Dict[str, str] | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-        return subprocess.run(
-            self.command(*args),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, **(env or {})},
-        )
+    @property
+    def dyno(self) -> Dyno:
+        """`dyno` as the cluster's operator runs it: its port, its client certificate. Fan-outs wait on
+        every host, so a longer bound than one daemon's."""
+        return Dyno(("--port", str(self.port), "--certs-dir", str(self.client)), timeout=120)
 
     def dyno_json(self, *args: str) -> Any:
-        result = self.dyno("--json", *args)
-        assert result.returncode in (0, 1) and result.stdout, result.stderr
-        return json.loads(result.stdout)
+        return self.dyno.json(*args)
 
     def processes(self, address: str) -> List[Dict[str, Any]]:
         return self.dyno_json("--hostname", address, "processes")  # type: ignore[no-any-return]
@@ -172,8 +162,8 @@ def rows_of(text: str, host: str) -> List[List[str]]:
 def test_status_one_table_a_summary_and_why_each_other_host_failed(cluster: Cluster):
     hosts = f"{A},{B},{C},{FOREIGN},{SLOW1},{SLOW2},{DOWN},nohost.invalid"
     with stopped(cluster.daemons[SLOW1], cluster.daemons[SLOW2]):
-        dyno = subprocess.Popen(
-            cluster.command("--hosts", hosts, "--timeout", "4", "status"),
+        asking = subprocess.Popen(
+            cluster.dyno.command("--hosts", hosts, "--timeout", "4", "status"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -186,8 +176,8 @@ def test_status_one_table_a_summary_and_why_each_other_host_failed(cluster: Clus
                 what="both slow hosts asked at once",
             )
         finally:
-            out, err = dyno.communicate(timeout=120)
-    result = subprocess.CompletedProcess(dyno.args, dyno.returncode, out, err)
+            out, err = asking.communicate(timeout=120)
+    result = subprocess.CompletedProcess(asking.args, asking.returncode, out, err)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["HOST", "VERSION", "UP", "TLS", "PROCESSES", "NPUTRACE", "NPUMONITOR", "STEP"]
@@ -290,8 +280,9 @@ def test_sync_starts_a_time_based_trace_at_one_instant_on_every_host(cluster: Cl
 
 
 def watch(cluster: Cluster, *args: str) -> subprocess.Popen:  # type: ignore[type-arg]
-    cmd = [str(BIN / "dyno"), "--port", str(cluster.port), "--certs-dir", str(cluster.client), *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        cluster.dyno.command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def test_npu_monitor_start_watch_and_stop_across_hosts(cluster: Cluster, tmp_path: Path):
@@ -356,9 +347,7 @@ def test_a_host_may_name_its_daemons_port(cluster: Cluster):
 
 @pytest.mark.parametrize("entry", ["node1:http", "node1:0", "node1:65536", "node[1-2]:"])
 def test_a_bad_port_in_a_host_list_is_a_usage_error_naming_it(entry: str):
-    result = subprocess.run(
-        [str(BIN / "dyno"), "--hosts", entry, "status"], capture_output=True, text=True, timeout=60
-    )
+    result = dyno("--hosts", entry, "status")
     assert result.returncode == 2
     assert "the port after ':' must be a number from 1 to 65535" in result.stderr
     assert entry.replace("[1-2]", "1") in result.stderr, result.stderr
@@ -370,9 +359,7 @@ def test_commands_that_work_with_one_daemon_refuse_hosts(tmp_path: Path):
         ("dynamic", "--pid", "1"),
         ("certs", "init", str(tmp_path / "pki"), "--server-hosts", A, "--client-name", "me"),
     ):
-        result = subprocess.run(
-            [str(BIN / "dyno"), "--hosts", f"{A},{B}", *args], capture_output=True, text=True, timeout=60
-        )
+        result = dyno("--hosts", f"{A},{B}", *args)
         assert result.returncode == 2 and not (tmp_path / "pki").exists(), result.stderr
         assert (
             "works with one daemon (or none): --hosts, --hostfile and --slurm-job do not apply"
@@ -382,11 +369,6 @@ def test_commands_that_work_with_one_daemon_refuse_hosts(tmp_path: Path):
 
 def test_hostname_and_hosts_together_are_a_usage_error_naming_both():
     """Which one would win is not for the user to guess: refused before anything connects."""
-    result = subprocess.run(
-        [str(BIN / "dyno"), "--hostname", "node009", "--hosts", f"{A},{B}", "status"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = dyno("--hostname", "node009", "--hosts", f"{A},{B}", "status")
     assert result.returncode == 2
     assert "--hostname node009 and --hosts/--hostfile/--slurm-job both name the hosts" in result.stderr

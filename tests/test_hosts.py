@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Dict, List
 
@@ -12,7 +11,7 @@ import pytest
 
 from dyno.exits import EXIT_USAGE, CliError
 from dyno.fleet import hosts
-from harness import BIN
+from harness import dyno
 
 SLURM_STAND_IN = Path(__file__).resolve().parent / "stand_ins" / "slurm"
 
@@ -84,13 +83,7 @@ def test_slurm_job_that_is_pending_or_unknown_says_so(slurm):
 
 
 def test_slurm_job_without_slurm_says_what_to_do_instead(tmp_path: Path):
-    result = subprocess.run(
-        [str(BIN / "dyno"), "--slurm-job", "731244", "status"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": str(tmp_path)},  # no scontrol anywhere
-    )
+    result = dyno("--slurm-job", "731244", "status", env={"PATH": str(tmp_path)})  # no scontrol anywhere
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("dyno: --slurm-job needs Slurm's scontrol, and there is none on PATH")
     assert "--hosts or --hostfile" in result.stderr

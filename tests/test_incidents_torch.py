@@ -140,7 +140,7 @@ def test_a_slower_operator_is_traced_and_monitoring_resumes(daemon, start_worklo
     resumed = len(reports(daemon, job.pid))
     wait_until(lambda: len(reports(daemon, job.pid)) >= resumed + 2, 60, "reports after the trace")
     assert daemon.process(job.pid)["monitor_state"] == "MONITOR_STATE_RUNNING"
-    shown = daemon.dyno("incidents", "show", str(done["id"]), check=True).stdout
+    shown = daemon.dyno("incidents", "show", str(done["id"]), expect=0).stdout
     assert "aten::sort" in shown and "npu-monitor resumed" in shown
 
     # The incidents survive a restart of the daemon.

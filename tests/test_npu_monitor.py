@@ -16,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from harness import (
-    BIN,
     Daemon,
     free_port,
     read_line_until,
@@ -38,7 +37,7 @@ def monitor_state(daemon: Daemon, pid: int) -> str:
 def watch_reports(daemon: Daemon, count: int, timeout: float = 60) -> list:
     """Read *count* reports from `dyno --json npu-monitor --watch` (a real streaming client, JSON Lines)."""
     proc = subprocess.Popen(
-        [str(BIN / "dyno"), "--port", str(daemon.port), "--json", "npu-monitor", "--watch"],
+        daemon.dyno.command("--json", "npu-monitor", "--watch"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -110,7 +109,7 @@ def test_watch_labels_sampled_counts_and_the_job_prints_no_kineto_lines(daemon, 
         "Kernel,API",
     )
     live = subprocess.Popen(
-        [str(BIN / "dyno"), "--port", str(daemon.port), "npu-monitor", "--watch"],
+        daemon.dyno.command("npu-monitor", "--watch"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

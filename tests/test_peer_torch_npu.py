@@ -22,7 +22,7 @@ import pytest
 
 import peers
 from fake_mspti import fake_mspti_build
-from harness import BIN, Daemon, Workload, parent_of, read_line_until, stop_process, wait_until
+from harness import Daemon, Workload, parent_of, read_line_until, stop_process, wait_until
 
 pytestmark = pytest.mark.torch  # train.py: a real PyTorch job, torch_npu's stand-in imported
 
@@ -66,7 +66,7 @@ def next_kernels_of(daemon: Daemon, pid: int, timeout: float = 60) -> Dict[str, 
     """The Kernel kind of the next monitor report of *pid* that has one (the first may close before
     the library delivered a record), as the daemon streams it to `dyno --json npu-monitor --watch`."""
     watch = subprocess.Popen(
-        [str(BIN / "dyno"), "--port", str(daemon.port), "--json", "npu-monitor", "--watch"],
+        daemon.dyno.command("--json", "npu-monitor", "--watch"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +20,7 @@ import pytest
 
 from dyno.fleet.target import Target
 from dyno.respond import ENV, alerts, capture, jobs, responder, store, webhook
-from harness import BIN, free_port, wait_until
+from harness import Completed, dyno, free_port, wait_until
 from respond_harness import (
     MEASURED,
     STARTS_AT,
@@ -325,8 +323,8 @@ def test_an_alert_of_a_job_that_began_during_its_last_capture_is_recorded_on_tha
 # --- the command --------------------------------------------------------------------------------
 
 
-def respond(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run([str(BIN / "dyno"), "respond", *args], capture_output=True, text=True, timeout=30)
+def respond(*args: str) -> Completed:
+    return dyno("respond", *args, timeout=30)
 
 
 def test_the_command_refuses_an_open_listener_without_a_token_and_a_token_others_can_read(tmp_path: Path):
@@ -369,30 +367,13 @@ def test_the_command_serves_logs_each_notification_and_incident_and_dyno_inciden
     assert status == 0 and "stopping" in rest
     (record,) = incident_files(folder)
 
-    env = {**os.environ, ENV: str(folder)}
-    listed = subprocess.run(
-        [str(BIN / "dyno"), "--json", "incidents", "--job", "77"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
+    listed = dyno("--json", "incidents", "--job", "77", env={ENV: str(folder)}, timeout=30)
     assert listed.returncode == 0, listed.stderr
     (doc,) = json.loads(listed.stdout)
     assert doc == json.loads(record.read_text())
-    shown = subprocess.run(
-        [str(BIN / "dyno"), "incidents", "--from", str(folder), "show", doc["id"]],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    shown = dyno("incidents", "--from", str(folder), "show", doc["id"], timeout=30)
     assert shown.returncode == 0 and f"incident {doc['id']}" in shown.stdout and "not traced" in shown.stdout
-    other_job = subprocess.run(
-        [str(BIN / "dyno"), "incidents", "--from", str(folder), "--job-id", "78"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    other_job = dyno("incidents", "--from", str(folder), "--job-id", "78", timeout=30)
     assert "No incidents in" in other_job.stdout and "for job 78" in other_job.stdout
 
 
@@ -400,9 +381,7 @@ def test_dyno_incidents_only_reads_a_responders_folder_whatever_it_finds(tmp_pat
     """A reader never moves the responder's store aside nor makes one (only `dyno respond` does)."""
     damaged = tmp_path / store.DB_NAME
     damaged.write_bytes(b"not a database")
-    shown = subprocess.run(
-        [str(BIN / "dyno"), "incidents", "--from", str(tmp_path)], capture_output=True, text=True, timeout=30
-    )
+    shown = dyno("incidents", "--from", str(tmp_path), timeout=30)
     assert shown.returncode == 1 and f"cannot read {damaged}" in shown.stderr, shown.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [store.DB_NAME]
     assert damaged.read_bytes() == b"not a database"

@@ -18,7 +18,7 @@ import pytest
 
 import peers
 from fake_mspti import fake_mspti_build
-from harness import BIN, Daemon, Workload, read_line_until, wait_until
+from harness import Daemon, Workload, dyno, read_line_until, wait_until
 
 
 class Service:
@@ -215,17 +215,10 @@ def test_two_processes_share_one_dated_folder_and_export_as_one_trace(service, t
     assert {db.name for db in service.dbs()} == {f"ms_service_{os.uname().nodename}-{j.pid}.db" for j in jobs}
 
     out = tmp_path / "out"
-    export = [
-        str(BIN / "dyno"),
-        "service",
-        "export",
-        "--input-path",
-        str(service.prof_dir),
-        "--output-path",
-        str(out),
-    ]
-    result = subprocess.run(
-        [*export, "--format", "json", "csv", "db"], capture_output=True, text=True, timeout=120
+    result = dyno(
+        *("service", "export", "--input-path", str(service.prof_dir), "--output-path", str(out)),
+        *("--format", "json", "csv", "db"),
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     trace = json.loads((out / "chrome_tracing.json").read_text())
@@ -281,23 +274,15 @@ def test_with_the_daemon_the_state_shows_and_a_dynamic_window_is_refused_while_o
     wait_until(lambda: (daemon.process(job.pid) or {}).get("service") == "off", what="registration")
     service.edit(enable=1, acl_task_time=3)
     wait_until(lambda: (daemon.process(job.pid) or {}).get("service", "").startswith("on since"), what="on")
-    assert "SERVICE" in daemon.dyno("processes", check=True).stdout
-    started = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "dyno"),
-            "--port",
-            str(daemon.port),
-            "--json",
-            "dynamic",
-            "--pid",
-            str(job.pid),
-            "--output",
-            str(tmp_path / "prof-dyn"),
-        ],
+    assert "SERVICE" in daemon.dyno("processes", expect=0).stdout
+    started = daemon.dyno(
+        "--json",
+        "dynamic",
+        "--pid",
+        str(job.pid),
+        "--output",
+        str(tmp_path / "prof-dyn"),
         input="start\nquit\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     answer = json.loads(started.stdout.splitlines()[1])
     # Refused, naming the holder: by the daemon, which the hello told, or (a hello built in the instant

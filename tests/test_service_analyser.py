@@ -28,7 +28,7 @@ from typing import Any, Counter, Dict, List
 import pytest
 
 import peers
-from harness import BIN
+from harness import dyno
 from msmonitor_contract import service_tables
 
 SOURCE, PYTHON = peers.MINDIE_ANALYSER_SOURCE, peers.MINDIE_ANALYSER_PYTHON
@@ -80,7 +80,7 @@ def read(path: Path) -> List[Dict[str, str]]:
 
 
 PARSE = (PYTHON, "-m", "ms_service_profiler.parse")
-DYNO_EXPORT = (str(BIN / "dyno"), "service", "export")
+DYNO_EXPORT = dyno.command("service", "export")
 
 
 def run(*command: str) -> None:

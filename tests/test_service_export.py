@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
-from harness import BIN, read_line_until
+from harness import Completed, dyno, read_line_until
 from msmonitor_contract import service_tables
 
 # Epoch ns: 1970-01-12 21:46:40 in Shanghai, the analyser's time zone; below 2**53, so that the floats
@@ -143,11 +143,7 @@ def prof_dir(tmp_path: Path) -> Path:
     return root
 
 
-def dyno(*args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run([str(BIN / "dyno"), *args], capture_output=True, text=True, timeout=60)
-
-
-def export(prof_dir: Path, out: Path, *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+def export(prof_dir: Path, out: Path, *args: str) -> Completed:
     return dyno("service", "export", "--input-path", str(prof_dir), "--output-path", str(out), *args)
 
 

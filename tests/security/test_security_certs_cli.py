@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -14,20 +13,12 @@ import pytest
 import certs_factory as cf
 from conftest import Authority
 from dynocerts.policy import Role, when
-from harness import BIN, Daemon
-
-Proc = subprocess.CompletedProcess
+from harness import Completed, Daemon, Dyno
 
 
-def dyno(*args: str, cwd: Path) -> Proc:
-    return subprocess.run(
-        [str(BIN / "dyno"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+def dyno(*args: str, cwd: Path) -> Completed:
+    """`dyno` run in *cwd*: the material's folders are named as a user in that folder names them."""
+    return Dyno(cwd=cwd, timeout=120)(*args)
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +147,8 @@ def test_check_json(tmp_path: Path, authority: Authority) -> None:
 
 def test_check_with_an_encrypted_key_and_no_password(tmp_path: Path, authority: Authority) -> None:
     cf.certs_dir(tmp_path / "client", Role.CLIENT, authority.ca, authority.alice, password=b"pw")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_KEY_PASSWORD")}
-    result = subprocess.run(
-        [str(BIN / "dyno"), "certs", "check", "client"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    no_password = {k: None for k in os.environ if k.endswith("_KEY_PASSWORD")}
+    result = Dyno(cwd=tmp_path)("certs", "check", "client", env=no_password)
     assert result.returncode == 0
     assert result.stdout.splitlines()[1] == (
         "  warning: client/client.key: private key: encrypted, and no password was given; not checked "
@@ -186,7 +174,7 @@ def test_revoke_on_a_running_daemon(tmp_path: Path, start_daemon: Callable[..., 
     assert bob.stdout.startswith("Made client certificate 'bob' in pki/client-bob (valid until ")
     d = start_daemon("--certs-dir", str(tmp_path / "pki" / "server"))
     alice, bobs = str(tmp_path / "pki" / "client"), str(tmp_path / "pki" / "client-bob")
-    d.dyno("--certs-dir", alice, "status", check=True)
+    d.dyno("--certs-dir", alice, "status", expect=0)
 
     revoked = dyno("certs", "revoke", "pki", "--client-name", "alice", cwd=tmp_path)
     assert revoked.returncode == 0, revoked.stderr
@@ -199,7 +187,7 @@ def test_revoke_on_a_running_daemon(tmp_path: Path, start_daemon: Callable[..., 
     ]
     refused = d.dyno("--certs-dir", alice, "status")
     assert refused.returncode == 3 and "refused this client: client certificate 'alice'" in refused.stderr
-    d.dyno("--certs-dir", bobs, "status", check=True)
+    d.dyno("--certs-dir", bobs, "status", expect=0)
 
     again = dyno("certs", "revoke", "pki", "--client-name", "alice", cwd=tmp_path)
     assert again.stdout.splitlines()[0] == "Nothing new to revoke: already listed"

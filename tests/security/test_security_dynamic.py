@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict
 
 import certs_factory as cf
 from conftest import Authority, Dirs
 from dynocerts.policy import Role
-from harness import BIN, Daemon, read_line_until, stop_process, wait_until
+from harness import Daemon, Dyno, read_line_until, stop_process, wait_until
 
 
 def test_the_hold_names_the_certificate_and_read_only_clients_are_refused(
@@ -21,32 +21,28 @@ def test_the_hold_names_the_certificate_and_read_only_clients_are_refused(
         tmp_path / "carol", Role.CLIENT, authority.ca, cf.leaf(authority.ca, Role.CLIENT, "carol")
     )
 
-    def dyno(certs: Path, *args: str) -> List[str]:
-        return [str(BIN / "dyno"), "--port", str(d.port), "--certs-dir", str(certs), "--json", *args]
+    def dyno(certs: Path) -> Dyno:
+        return Dyno(("--port", str(d.port), "--certs-dir", str(certs), "--json"))
 
     def processes() -> Dict[int, str]:
-        listed = subprocess.run(dyno(dirs.alice, "processes"), capture_output=True, text=True, check=True)
+        listed = dyno(dirs.alice)("processes", expect=0)
         return {p["pid"]: p["held_by"] for p in json.loads(listed.stdout)}
 
     job = start_workload("idle.py", d.client_env(), "--init")
     wait_until(lambda: job.pid in processes(), what="registration")
     attach = ["dynamic", "--pid", str(job.pid), "--output", str(tmp_path)]
     alice = subprocess.Popen(
-        dyno(dirs.alice, *attach), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        dyno(dirs.alice).command(*attach), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert json.loads(read_line_until(alice, "{"))["ok"]
         assert processes()[job.pid].startswith("'alice' (certificate), dyno pid ")
 
-        second = subprocess.run(
-            dyno(carol, *attach), input="quit\n", capture_output=True, text=True, timeout=60
-        )
+        second = dyno(carol)(*attach, input="quit\n")
         assert second.returncode == 1
         assert "held by 'alice' (certificate)" in json.loads(second.stdout.splitlines()[0])["message"]
 
-        viewer = subprocess.run(
-            dyno(dirs.bob, *attach), input="quit\n", capture_output=True, text=True, timeout=60
-        )
+        viewer = dyno(dirs.bob)(*attach, input="quit\n")
         assert viewer.returncode == 1
         assert "PERMISSION_DENIED" in viewer.stderr and "read-only" in viewer.stderr, viewer.stderr
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
@@ -15,7 +14,7 @@ from cryptography import x509
 import certs_factory as cf
 import legacy_cli as cli
 from conftest import Authority, Dirs, credentials, status
-from harness import BIN, Daemon, wait_until
+from harness import Daemon, dyno, wait_until
 
 
 def context(client: cf.CertsDir) -> ssl.SSLContext:
@@ -88,9 +87,7 @@ def test_dyno_certs_init_material_passes_msmonitors_client_checks(
     tmp_path: Path, start_daemon: Callable[..., Daemon]
 ) -> None:
     init = ["certs", "init", str(tmp_path / "pki"), "--server-hosts", "localhost", "--client-name", "alice"]
-    made = subprocess.run(
-        [str(BIN / "dyno"), *init], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
+    made = dyno(*init, timeout=120)
     assert made.returncode == 0, made.stderr
     client_dir = tmp_path / "pki" / "client"
     # msMonitor's dyno reads a PKCS#8 key and checks ca.crt: v3, CA:TRUE, keyCertSign and cRLSign.

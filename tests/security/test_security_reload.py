@@ -125,7 +125,7 @@ def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_strea
         "INFO dynolog.tls: reloaded the TLS set: serving as CN=localhost "
         f"(serial {renewed.cert.serial_number:X})",
     )
-    d.dyno("--certs-dir", str(dirs.alice), "status", check=True)  # dyno trusts it: the same CA
+    d.dyno("--certs-dir", str(dirs.alice), "status", expect=0)  # dyno trusts it: the same CA
 
 
 def test_a_half_written_or_broken_set_is_refused_and_the_previous_one_kept(
@@ -225,4 +225,4 @@ def test_an_encrypted_key_is_reloaded_with_the_password_file(
     renewed = cf.leaf(authority.ca, Role.SERVER, "localhost")
     install(server, renewed, password=b"pw")
     wait_for_serial(d, bundle(authority.alice), renewed.cert.serial_number)
-    d.dyno("--certs-dir", str(dirs.alice), "status", check=True)
+    d.dyno("--certs-dir", str(dirs.alice), "status", expect=0)
