@@ -9,7 +9,8 @@ It reads MindIE 26.0's recordings (``<prof_dir>/<MMDD-HHMM>/Trace_Service/ms_ser
 this project's earlier ones: found and checked to be finished (:mod:`.discover`), read into one
 :class:`~.model.Recording` of marks (:mod:`.read`, :mod:`.model`; request ids and batch types as the
 analyser reads them, :mod:`.rids`, :mod:`.roles`), derived as the analyser derives (:mod:`.analysis`,
-:mod:`.curves`, :mod:`.summary`) and written by format (:mod:`.reporters`). Standard library only.
+:mod:`.request_tables`, :mod:`.engine_tables` in its :mod:`.units`; :mod:`.curves`, :mod:`.summary`)
+and written by format (:mod:`.reporters`). Standard library only.
 """
 
 from .discover import (

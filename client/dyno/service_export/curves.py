@@ -14,18 +14,11 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
-from .analysis import (
-    BATCH_EXEC_NAMES,
-    SCHEDULE_NAMES,
-    Cell,
-    first_token_spans,
-    np_mean,
-    np_round,
-    us,
-    when,
-)
+from .analysis import BATCH_EXEC_NAMES, SCHEDULE_NAMES, Cell
 from .model import Mark, Recording
+from .request_tables import first_token_spans
 from .summary import percentile
+from .units import np_mean, np_round, us, when
 
 WINDOW_US = 100_000  # the analyser's fixed window for the time-grouped curves
 MAX_POINTS = 100  # req_latency: at most about this many cumulative points
@@ -220,7 +213,7 @@ def decode_speed_rows(recording: Recording) -> List[SpeedRow]:
     return _speed_rows(samples)
 
 
-# --- request_status (the table; request_status.csv is analysis.request_status_rows) ----------------------
+# --- request_status (the table; request_status.csv is request_tables.request_status_rows) ----------------
 
 
 @dataclass

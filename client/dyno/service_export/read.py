@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Sequence, Tuple
 
 from msmonitor_contract import service_tables
 from msmonitor_contract.service_tables import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
@@ -104,6 +104,17 @@ def _kind(attrs: Dict[str, Any], is_span: bool) -> str:
     return SPAN if is_span or kind == MarkType.TYPE_SPAN else EVENT
 
 
+class _Row(NamedTuple):
+    """A mark as a table holds it, before its batch's members are numbered."""
+
+    name: str
+    domain: str
+    span: Tuple[int, int]  # start and end, nanoseconds
+    tid: int
+    kind: str
+    attrs: Dict[str, Any]
+
+
 class _Marks:
     """A database's marks as they are read, each batch's members numbered as the analyser numbers them."""
 
@@ -112,14 +123,16 @@ class _Marks:
         self.marks: List[Mark] = []
         self._iterations = Iterations()
 
-    def add(
-        self, name: str, domain: str, span: Tuple[int, int], tid: int, kind: str, attrs: Dict[str, Any]
-    ) -> None:
-        start, end = span
+    def add(self, row: _Row) -> None:
+        start, end = row.span
+        attrs = row.attrs
         if "rid" in attrs:
             attrs["rid"] = renamed(attrs["rid"], {})  # numeric ids formatted before members are counted
         members = self._iterations.members(attrs.get("rid"))
-        self.marks.append(Mark(*self.where, name, domain, start, max(end, start), tid, kind, attrs, members))
+        mark = Mark(
+            *self.where, row.name, row.domain, start, max(end, start), row.tid, row.kind, attrs, members
+        )
+        self.marks.append(mark)
 
 
 def _slices(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
@@ -131,7 +144,7 @@ def _slices(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
     marks = _Marks(where)
     for name, domain, start, end, duration, tid, args in rows:
         attrs = parse_message(args)
-        marks.add(name, domain, (start, end), tid, _kind(attrs, duration > 0), attrs)
+        marks.add(_Row(name, domain, (start, end), tid, _kind(attrs, duration > 0), attrs))
     return marks.marks
 
 
@@ -144,7 +157,7 @@ def _mstx(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
     for message, flag, start, end, tid in rows:
         attrs = parse_message(message)
         name, domain = str(attrs.pop("name", "")), str(attrs.pop("domain", ""))
-        marks.add(name, domain, (start, end), tid, _kind(attrs, flag == SPAN_FLAG), attrs)
+        marks.add(_Row(name, domain, (start, end), tid, _kind(attrs, flag == SPAN_FLAG), attrs))
     return marks.marks
 
 
@@ -158,40 +171,32 @@ def _counters(db: _Db, process: Process) -> List[Counter]:
 def _legacy(db: _Db, where: Tuple[Process, str]) -> List[Mark]:
     """The older tables as marks, in time order; a metric joins the message of the mark its call recorded
     (same thread and time), or stands as a "Launch" event of its own."""
-    rows: List[Tuple[str, str, int, int, int, str, Dict[str, Any]]] = []
+    rows: List[_Row] = []
     found: Dict[Tuple[int, int], Dict[str, Any]] = {}
 
-    def add(name: str, domain: str, span: Tuple[int, int], tid: int, rid: str, attrs: str, kind: str) -> None:
-        message = {"rid": _legacy_rid(rid), **parse_message(attrs)} if rid else parse_message(attrs)
-        rows.append((name, domain, *span, tid, kind, message))
-        found[tid, span[1]] = message
+    def add(row: _Row, rid: str) -> None:
+        """*row*, its message joined by its request id (a column of its own in these tables)."""
+        message = {"rid": _legacy_rid(rid), **row.attrs} if rid else row.attrs
+        rows.append(row._replace(attrs=message))
+        found[row.tid, row.span[1]] = message
 
     for name, domain, start, end, tid, rid, attrs in _table_rows(db, "spans", _SPANS):
-        add(name, domain, (start, end), tid, rid, attrs, SPAN)
+        add(_Row(name, domain, (start, end), tid, SPAN, parse_message(attrs)), rid)
     for name, domain, ts, tid, rid, attrs in _table_rows(db, "events", _EVENTS):
-        add(name, domain, (ts, ts), tid, rid, attrs, EVENT)
+        add(_Row(name, domain, (ts, ts), tid, EVENT, parse_message(attrs)), rid)
     for name, domain, ts, tid, rid, value, kind, scope in _table_rows(db, "metrics", _METRICS):
         if (tid, ts) not in found:
-            add("Launch", domain, (ts, ts), tid, rid, "", EVENT)
+            add(_Row("Launch", domain, (ts, ts), tid, EVENT, parse_message("")), rid)
         message = found[tid, ts]
         message[f"{name}{'+' if kind == 'inc' else '='}"] = value
         if scope:
             message["scope#"] = scope
     for from_rid, to_rid, domain, ts in _table_rows(db, "links", _LINKS):
-        rows.append(
-            (
-                "Link",
-                domain,
-                ts,
-                ts,
-                0,
-                LINK,
-                {"type": int(MarkType.TYPE_LINK), "from": from_rid, "to": to_rid},
-            )
-        )
+        link = {"type": int(MarkType.TYPE_LINK), "from": from_rid, "to": to_rid}
+        rows.append(_Row("Link", domain, (ts, ts), 0, LINK, link))
     marks = _Marks(where)
-    for name, domain, start, end, tid, kind, message in sorted(rows, key=lambda row: row[2]):
-        marks.add(name, domain, (start, end), tid, kind, message)
+    for row in sorted(rows, key=lambda row: row.span[0]):
+        marks.add(row)
     return marks.marks
 
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import analysis
-from .analysis import np_mean, np_round
+from . import request_tables
+from .analysis import batch_type
 from .model import Mark, Recording, single_rid
 from .reporters.csv_tables import Skipped, write_csv
+from .units import np_mean, np_round, us
 
 STATS_HEADER = ("Metric", "Average", "Max", "Min", "P50", "P90", "P99")
 
@@ -82,9 +83,9 @@ class Served:
 def _note(request: Served, mark: Mark) -> None:
     """A mark of the request alone: its ends, its token counts (the last given)."""
     if mark.name == "httpReq":
-        request.arrived = analysis.us(mark.start_ns)
+        request.arrived = us(mark.start_ns)
     elif mark.name == "httpRes":
-        request.answered = analysis.us(mark.end_ns)
+        request.answered = us(mark.end_ns)
     received, replied = mark.metric("recvTokenSize"), mark.metric("replyTokenSize")
     request.input_tokens = request.input_tokens if received is None else received
     request.generated_tokens = request.generated_tokens if replied is None else replied
@@ -92,11 +93,11 @@ def _note(request: Served, mark: Mark) -> None:
 
 def _ran(request: Served, mark: Mark, iteration: Optional[int]) -> None:
     """A batch span that ran the request (at *iteration*, when given)."""
-    duration = analysis.us(mark.end_ns) - analysis.us(mark.start_ns)
+    duration = us(mark.end_ns) - us(mark.start_ns)
     if mark.name == "modelExec":
         request.executing += duration
     if iteration is not None:
-        request.iteration_ends[iteration] = analysis.us(mark.end_ns)
+        request.iteration_ends[iteration] = us(mark.end_ns)
         if iteration == 0:
             request.first_iteration += duration
 
@@ -114,8 +115,8 @@ def served(recording: Recording) -> Dict[str, Served]:
 
 
 def request_summary(recording: Recording, requests: Dict[str, Served]) -> Dict[str, List[float]]:
-    first_token = analysis.first_token_ms(recording.marks)
-    queue_wait = analysis.queue_wait_ms(recording.marks)
+    first_token = request_tables.first_token_ms(recording.marks)
+    queue_wait = request_tables.queue_wait_ms(recording.marks)
     both = bool(first_token and queue_wait)  # the analyser takes request.csv's figures only when it has both
     done = list(requests.values())
     return {
@@ -135,7 +136,7 @@ def batch_summary(recording: Recording) -> Dict[str, List[float]]:
     """Per kind, each distinct set of requests batched as that kind, by its size."""
     sizes: Dict[Tuple[str, Tuple[str, ...]], int] = {}
     for mark in recording.marks:
-        kind = analysis.batch_type(mark)
+        kind = batch_type(mark)
         if mark.members and kind in ("Prefill", "Decode"):
             sizes[kind, mark.request_ids] = len(mark.members)
     return {

@@ -13,12 +13,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple, Union
 
 from msmonitor_contract.files import replacing
 
-from ..analysis import dp_ranks, flow_phase, request_paths, us, when
-from ..model import SPAN, Mark, Process, Recording
+from ..analysis import dp_ranks, flow_phase, request_paths
+from ..model import SPAN, Api, Kernel, Mark, Process, Recording
+from ..units import us, when
 
 Event = Dict[str, Any]
 
@@ -168,19 +169,19 @@ def _counters(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]
         yield from _counter(c.name, c.ts_ns, pids[c.process], c.values)
 
 
-def _complete(name: str, start_ns: int, end_ns: int, pid: int, tid: str, args: Dict[str, Any]) -> Event:
-    return {"name": name, "ph": "X", "ts": us(start_ns), "dur": us(end_ns - start_ns), "pid": pid, "tid": tid,
-            "args": args}  # fmt: skip
+def _complete(op: Union[Api, Kernel], pids: Dict[Process, int], tid: str, args: Dict[str, Any]) -> Event:
+    return {"name": op.name, "ph": "X", "ts": us(op.start_ns), "dur": us(op.end_ns - op.start_ns),
+            "pid": pids[op.process], "tid": tid, "args": args}  # fmt: skip
 
 
 def _operators(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:
     for a in recording.api:
         args: Dict[str, Any] = {"correlation_id": a.correlation_id, "tid": a.tid}
-        yield _complete(a.name, a.start_ns, a.end_ns, pids[a.process], "Api", args)
+        yield _complete(a, pids, "Api", args)
     for k in recording.kernel:
         args = {"type": k.type, "device": k.device, "stream": k.stream, "correlation_id": k.correlation_id}
         lane = f"Kernel(device {k.device} stream {k.stream})"
-        yield _complete(k.name, k.start_ns, k.end_ns, pids[k.process], lane, args)
+        yield _complete(k, pids, lane, args)
 
 
 def _flows(recording: Recording, pids: Dict[Process, int]) -> Iterator[Event]:

@@ -16,9 +16,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 from msmonitor_contract import service_tables
 from msmonitor_contract.files import replacing
 
-from .. import analysis, curves
-from ..analysis import flow_phase
+from .. import curves, engine_tables, request_tables
+from ..analysis import cells, columns, flow_phase, request_paths
+from ..engine_tables import ForwardRow, KvStatusRow
 from ..model import Process, Recording
+from ..request_tables import RequestRow
+from ..units import us
 from . import insight_curves
 from .chrome_trace import trace_pids, trace_processes, track
 
@@ -67,7 +70,7 @@ def _trace_tables(db: sqlite3.Connection, recording: Recording) -> None:
 def _flows(recording: Recording, pids: Dict[Process, int], track_ids: Dict[Tuple[int, str], int]) -> Rows:
     return [
         (rid, f"flow_{rid}", rid, track_ids[pids[m.process], track(m)], m.start_ns, flow_phase(i, len(path)))
-        for rid, path in analysis.request_paths(recording.marks).items()
+        for rid, path in request_paths(recording.marks).items()
         for i, m in enumerate(path)
     ]
 
@@ -84,22 +87,21 @@ class Output:
 
 
 def _outputs(recording: Recording) -> Iterator[Output]:
-    a = analysis
-    requests = a.request_rows(recording)
-    yield Output("request", "request_data", a.columns(a.RequestRow, "TABLE_COLUMNS"), a.columns(a.RequestRow),
-                 map(a.cells, requests))  # fmt: skip
-    batches = a.batch_rows(recording)
-    yield Output("batch", "batch_info", a.batch_columns(batches, "TABLE_COLUMNS"), a.batch_columns(batches),
-                 map(a.batch_cells, batches))  # fmt: skip
-    kvcache = a.kvcache_rows(recording, whole_seconds=True)
-    kv_type = type(kvcache[0]) if kvcache else a.KvStatusRow
-    yield Output("kvcache", "kvcache_usage", a.columns(kv_type, "TABLE_COLUMNS"), a.columns(kv_type),
-                 map(a.cells, kvcache))  # fmt: skip
-    forwards = a.forward_rows(recording)
-    yield Output("forward", "forward_info", a.columns(a.ForwardRow, "TABLE_COLUMNS"), a.columns(a.ForwardRow),
-                 map(a.cells, forwards))  # fmt: skip
-    status = a.columns(curves.QueueRow)
-    yield Output("request_status", "", status, status, map(a.cells, curves.queue_rows(recording)))
+    requests = request_tables.request_rows(recording)
+    yield Output("request", "request_data", columns(RequestRow, "TABLE_COLUMNS"), columns(RequestRow),
+                 map(cells, requests))  # fmt: skip
+    batches = engine_tables.batch_rows(recording)
+    yield Output("batch", "batch_info", engine_tables.batch_columns(batches, "TABLE_COLUMNS"),
+                 engine_tables.batch_columns(batches), map(engine_tables.batch_cells, batches))  # fmt: skip
+    kvcache = engine_tables.kvcache_rows(recording, whole_seconds=True)
+    kv_type = type(kvcache[0]) if kvcache else KvStatusRow
+    yield Output("kvcache", "kvcache_usage", columns(kv_type, "TABLE_COLUMNS"), columns(kv_type),
+                 map(cells, kvcache))  # fmt: skip
+    forwards = engine_tables.forward_rows(recording)
+    yield Output("forward", "forward_info", columns(ForwardRow, "TABLE_COLUMNS"), columns(ForwardRow),
+                 map(cells, forwards))  # fmt: skip
+    status = columns(curves.QueueRow)
+    yield Output("request_status", "", status, status, map(cells, curves.queue_rows(recording)))
     requests_in, spans = _batches(recording)
     yield Output("batch_req", "", BATCH_REQ, BATCH_REQ, requests_in)
     yield Output("batch_exec", "", BATCH_EXEC, BATCH_EXEC, spans)
@@ -113,9 +115,9 @@ def _batches(recording: Recording) -> Tuple[Rows, Rows]:
     """Each batch's requests with their iteration, and its spans in microseconds."""
     requests_in: Rows = []
     spans: Rows = []
-    for batch in analysis.batches(recording):
+    for batch in engine_tables.batches(recording):
         requests_in += [(batch.number, rid, rid, it, None) for rid, it in batch.schedule.members]
-        spans += [(batch.number, m.name, m.process.pid, analysis.us(m.start_ns), analysis.us(m.end_ns))
+        spans += [(batch.number, m.name, m.process.pid, us(m.start_ns), us(m.end_ns))
                   for m in batch.spans]  # fmt: skip
     return requests_in, spans
 
