@@ -20,7 +20,7 @@ from msmonitor_contract.vocabulary import MONITOR_HOLDER, MonitorState, msmonito
 from . import identity
 from .daemon_socket import DaemonSocket
 from .monitor.config import ConfigError, MonitorConfig
-from .monitor.engine import Monitor
+from .monitor.engine import Monitor, backends_at_steps
 from .slot import ProfilerSlot
 from .steps import AtNextStep
 
@@ -46,7 +46,7 @@ class MonitorHandler:
             on_report=self._on_report,
             on_stopped=self._on_stopped,
             env=env,
-            at_next_step=at_next_step,
+            backend_factory=backends_at_steps(at_next_step),
         )
         self._last: Optional[wire.MonitorEvent] = None  # the answer to the last command
 

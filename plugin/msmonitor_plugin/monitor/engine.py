@@ -42,6 +42,12 @@ log = logging.getLogger("msmonitor_plugin")
 BackendFactory = Callable[[Mapping[str, str]], Tuple[Backend, List[str]]]
 
 
+def backends_at_steps(at_next_step: Optional[AtNextStep]) -> BackendFactory:
+    """:func:`select_backend` for a process that counts steps: *at_next_step* (StepCounter.once) lets a
+    backend act on the training thread (None: no steps counted here)."""
+    return functools.partial(select_backend, at_next_step=at_next_step)
+
+
 class MonitorError(RuntimeError):
     """A start that cannot happen (unusable save directory, MSPTI held by another profiler, …)."""
 
@@ -88,17 +94,16 @@ class Monitor:
         on_report: Optional[Callable[[Report], None]] = None,
         on_stopped: Optional[Callable[[str], None]] = None,
         env: Mapping[str, str] = os.environ,
-        backend_factory: Optional[BackendFactory] = None,
-        at_next_step: Optional[AtNextStep] = None,
+        backend_factory: BackendFactory = select_backend,
     ) -> None:
-        """*at_next_step* (StepCounter.once) lets a backend act on the training thread; *backend_factory*
-        replaces :func:`select_backend` (tests)."""
+        """*backend_factory*: :func:`select_backend`, given a way to act on the training thread where
+        there is one (:func:`backends_at_steps`), or a test's."""
         self.rank = rank
         self.pid = os.getpid()
         self.on_report = on_report
         self.on_stopped = on_stopped
         self.env = env
-        self.backend_factory = backend_factory or functools.partial(select_backend, at_next_step=at_next_step)
+        self.backend_factory = backend_factory
         self.interval_s = 60
         self._lock = threading.RLock()  # commands and the monitor thread; backends are driven under it
         self._wake = threading.Condition(self._lock)
