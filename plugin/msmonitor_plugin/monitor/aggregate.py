@@ -42,7 +42,9 @@ class _Group:
         self.other_count = 0
         self.other_total = 0
 
-    def add(self, key: NameKey, count: int, total: int, mn: int, mx: int, max_names: int) -> None:
+    def add(self, row: Row, max_names: int) -> None:
+        """Add *row*'s sums (of this group's kind and device)."""
+        _kind, _device, key, count, total, mn, mx = row
         self.count += count
         self.total += total
         if self.min < 0 or mn < self.min:
@@ -107,13 +109,13 @@ class Aggregator:
                 key: NameKey = record.name
                 if record.kind == Kind.MARKER:
                     key = (record.domain or DEFAULT_MARKER_DOMAIN, record.name)
-                self._add(record.kind, record.device, key, 1, d, d, d)
+                self._add((record.kind, record.device, key, 1, d, d, d))
 
     def merge(self, rows: Iterable[Row]) -> None:
         """Add partial sums, e.g. one buffer's records grouped by name."""
         with self._lock:
-            for kind, device, key, count, total, mn, mx in rows:
-                self._add(kind, device, key, count, total, mn, mx)
+            for row in rows:
+                self._add(row)
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count records (or buffer requests) lost, by reason; reported in ``Report.dropped``."""
@@ -127,16 +129,17 @@ class Aggregator:
             with self._lock:
                 self._counters[counter] += n
 
-    def _add(self, kind: Kind, device: int, key: NameKey, count: int, total: int, mn: int, mx: int) -> None:
-        group = self._groups.get((kind, device))
+    def _add(self, row: Row) -> None:
+        where = row[:2]  # kind, device
+        group = self._groups.get(where)
         if group is None:
             if len(self._groups) >= self.max_groups:
-                self._dropped["groups_overflow"] += count
+                self._dropped["groups_overflow"] += row[3]  # its count
                 return
-            group = self._groups[(kind, device)] = _Group()
-        group.add(key, count, total, mn, mx, self.max_names)
+            group = self._groups[where] = _Group()
+        group.add(row, self.max_names)
 
-    def take(
+    def take(  # noqa: PLR0913 - keyword-only, one per field of the contract's Report header
         self,
         *,
         seq: int,
