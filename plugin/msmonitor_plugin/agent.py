@@ -74,20 +74,16 @@ class Agent:
         self.link.stop()
 
     def _hello(self) -> wire.Hello:
-        return identity.hello(
-            self.counter.count,
-            capabilities(self.router.kinds, self._env),
-            self._env,
-            self.tracer.state(),
-            self.monitor.state.value,
-            self.service_profiler.switch.state() if self.service_profiler is not None else "",
-            self.slot.holder or "",
-        )
+        caps = capabilities(self.router.kinds, self._env)
+        return identity.hello(self.counter.count, caps, self._env, self._states())
 
     def _news(self) -> Tuple[int, Hashable]:
         """What the hello says that can change while the process runs: its step, and its states."""
+        return self.counter.count, self._states()
+
+    def _states(self) -> identity.States:
         switch = self.service_profiler.switch.state() if self.service_profiler is not None else ""
-        return self.counter.count, (self.tracer.state(), self.monitor.state, switch, self.slot.holder)
+        return identity.States(self.tracer.state(), self.monitor.state.value, switch, self.slot.holder or "")
 
     def _report(self, event: wire.TraceEvent) -> None:
         self.link.send_reliably(wire.EVENT, event.to_payload())

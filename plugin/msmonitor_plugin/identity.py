@@ -7,7 +7,7 @@ import platform
 import socket
 import sys
 from types import ModuleType
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from msmonitor_contract import __version__
 from msmonitor_contract.pids import ancestors
@@ -85,17 +85,23 @@ def backend(versions: Mapping[str, str]) -> str:
     return "python"
 
 
+class States(NamedTuple):
+    """What a process is doing, as its hello tells: the (id, phase) of the trace it holds, its monitor's
+    state, its service switch's, and who holds its profiler slot ("" when free)."""
+
+    trace: Tuple[str, str] = ("", "")
+    monitor: str = ""
+    service: str = ""
+    profiler: str = ""
+
+
+IDLE = States()
+
+
 def hello(
-    step: int,
-    capabilities: List[str],
-    env: Mapping[str, str] = os.environ,
-    trace: Tuple[str, str] = ("", ""),
-    monitor_state: str = "",
-    service: str = "",
-    profiler: str = "",
+    step: int, capabilities: List[str], env: Mapping[str, str] = os.environ, states: States = IDLE
 ) -> Hello:
-    """This process's registration; *trace* is the (id, phase) of the trace it holds, *profiler* who
-    holds its profiler slot ("" when free)."""
+    """This process's registration."""
     pid = os.getpid()
     versions = framework()
     return Hello(
@@ -112,9 +118,9 @@ def hello(
         capabilities=list(capabilities),
         hostname=socket.gethostname(),
         step=step,
-        trace_id=trace[0],
-        trace_phase=trace[1],
-        monitor_state=monitor_state,
-        service=service,
-        profiler=profiler,
+        trace_id=states.trace[0],
+        trace_phase=states.trace[1],
+        monitor_state=states.monitor,
+        service=states.service,
+        profiler=states.profiler,
     )

@@ -115,7 +115,7 @@ class LinkTest(unittest.TestCase):
         news = {"step": 7, "state": "off"}
         link = DaemonLink(
             self.dir.name,
-            lambda: identity.hello(news["step"], ["push"], service=news["state"]),
+            lambda: identity.hello(news["step"], ["push"], states=identity.States(service=news["state"])),
             news=lambda: (news["step"], news["state"]),
         )
         self.addCleanup(link.stop)

@@ -220,7 +220,10 @@ class HelloProfilerTest(unittest.TestCase):
         self.assertEqual(self.agent._hello().profiler, "npu-monitor")
 
     def test_identity_passes_the_holder_through_and_an_older_peer_means_free(self):
-        self.assertEqual(identity.hello(0, [], {}, profiler=WINDOW_HOLDER).profiler, "a dyno dynamic window")
+        self.assertEqual(
+            identity.hello(0, [], {}, identity.States(profiler=WINDOW_HOLDER)).profiler,
+            "a dyno dynamic window",
+        )
         self.assertEqual(wire.Hello.from_payload(b'{"pid": 1}').profiler, "")
 
 
