@@ -46,7 +46,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple
 
 from msmonitor_contract.activity import HOST, Kind
 from msmonitor_contract.vocabulary import KINETO_QUIET
@@ -253,8 +253,16 @@ class TorchBackend:
         self.collector.count("torch_events", len(events))
 
 
-# (start, end, name, thread, correlation id, is an operator, the OS thread id)
-_Span = Tuple[int, int, str, int, int, bool, int]
+class _Span(NamedTuple):
+    """A host event: an operator, or a marker (record_function range)."""
+
+    start: int
+    end: int
+    name: str
+    thread: int
+    correlation_id: int
+    is_op: bool
+    os_tid: int  # the OS thread id
 
 
 def classify(events: List[Any], kinds: FrozenSet[Kind], cuda: bool) -> List[Record]:
@@ -266,9 +274,16 @@ def classify(events: List[Any], kinds: FrozenSet[Kind], cuda: bool) -> List[Reco
     for ev in events:
         activity = ev.activity_type()
         if activity == "cpu_op" or activity == "user_annotation":
-            start, end, name, corr = ev.start_ns(), ev.end_ns(), ev.name(), ev.correlation_id()
             cpu.append(
-                (start, end, name, ev.start_thread_id(), corr, activity == "cpu_op", ev.device_resource_id())
+                _Span(
+                    ev.start_ns(),
+                    ev.end_ns(),
+                    ev.name(),
+                    ev.start_thread_id(),
+                    ev.correlation_id(),
+                    activity == "cpu_op",
+                    ev.device_resource_id(),
+                )
             )
         elif cuda:
             kind = _DEVICE_ACTIVITIES.get(activity)
@@ -299,24 +314,24 @@ _DEVICE_ACTIVITIES = {
 def _cpu_records(spans: List[_Span], kinds: FrozenSet[Kind], cpu_kernels: bool) -> List[Record]:
     """Walk each thread's operator tree once: top-level operators, operator self time, markers,
     collectives."""
-    spans.sort(key=lambda s: (s[3], s[0], -s[1]))
+    spans.sort(key=lambda s: (s.thread, s.start, -s.end))
     top_level, self_ns = _operator_tree(spans)
     pid = os.getpid()
     out: List[Record] = []
-    for i, (start, end, name, _tid, corr, is_op, os_tid) in enumerate(spans):
-        if not is_op:
+    for i, span in enumerate(spans):
+        if not span.is_op:
             if Kind.MARKER in kinds:
-                out.append(
-                    _marker(start, end, name, MarkerExtras(MARKER_DOMAIN, "Host", 2, corr, pid, os_tid))
-                )
+                extras = MarkerExtras(MARKER_DOMAIN, "Host", 2, span.correlation_id, pid, span.os_tid)
+                out.append(_marker(span, extras))
             continue
         if top_level[i] and Kind.API in kinds:
-            out.append(_record(Kind.API, start, end, name, corr, "cpu_op", HostExtras(pid, os_tid)))
-        if name.startswith(COMM_PREFIXES):
+            out.append(_record(Kind.API, span, "cpu_op", HostExtras(pid, span.os_tid)))
+        if span.name.startswith(COMM_PREFIXES):
             if Kind.COMMUNICATION in kinds:
-                out.append(_record(Kind.COMMUNICATION, start, end, name, corr, "cpu_op"))
+                out.append(_record(Kind.COMMUNICATION, span, "cpu_op"))
         elif cpu_kernels and Kind.KERNEL in kinds:
-            out.append(_record(Kind.KERNEL, start, start + self_ns[i], name, corr, SELF_TIME_TYPE))
+            self_time = span._replace(end=span.start + self_ns[i])
+            out.append(_record(Kind.KERNEL, self_time, SELF_TIME_TYPE))
     return out
 
 
@@ -328,28 +343,26 @@ def _operator_tree(spans: List[_Span]) -> Tuple[List[bool], List[int]]:
     top_level = [False] * len(spans)
     self_ns = [end - start for start, end, *_ in spans]
     stack: List[int] = []
-    for i, (start, end, _name, tid, _corr, is_op, _os_tid) in enumerate(spans):
-        while stack and (spans[stack[-1]][3] != tid or spans[stack[-1]][1] <= start):
+    for i, span in enumerate(spans):
+        while stack and (spans[stack[-1]].thread != span.thread or spans[stack[-1]].end <= span.start):
             stack.pop()
         above = nearest_op[stack[-1]] if stack else -1
-        if is_op:
+        if span.is_op:
             top_level[i] = above < 0
             if above >= 0:
-                self_ns[above] -= end - start
-        nearest_op[i] = i if is_op else above
+                self_ns[above] -= span.end - span.start
+        nearest_op[i] = i if span.is_op else above
         stack.append(i)
     return top_level, [max(0, t) for t in self_ns]
 
 
-def _record(
-    kind: Kind, start: int, end: int, name: str, corr: int, type_: str, host: Optional[HostExtras] = None
-) -> Record:
+def _record(kind: Kind, span: _Span, type_: str, host: Optional[HostExtras] = None) -> Record:
     """A host record of the operator tree."""
-    return Record(kind, start, end, HOST, 0, corr, clip_name(name), type_, host)
+    return Record(kind, span.start, span.end, HOST, 0, span.correlation_id, clip_name(span.name), type_, host)
 
 
-def _marker(start: int, end: int, name: str, extras: MarkerExtras) -> Record:
-    return Record(Kind.MARKER, start, end, HOST, 0, 0, clip_name(name), "", extras)
+def _marker(span: _Span, extras: MarkerExtras) -> Record:
+    return Record(Kind.MARKER, span.start, span.end, HOST, 0, 0, clip_name(span.name), "", extras)
 
 
 def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
