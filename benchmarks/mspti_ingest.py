@@ -42,7 +42,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List
 
-from _bench import REPO, Figure, report
+from _bench import REPO, Figure, report, wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "plugin"))
 sys.path.insert(0, str(REPO / "tests" / "fake_mspti"))
@@ -171,8 +171,8 @@ def end_to_end(lib: MsptiLibrary, records: int) -> Dict[str, Any]:
     aggregator = Aggregator()
     declined_before = lib.pool.declined
     backend.start(Collector(aggregator), frozenset({Kind.KERNEL, Kind.API}))
-    while not control.fakeMsptiDone():
-        time.sleep(0.01)  # polling the C producer's flag
+    # The C producer's flag has no event to wait on; polled often, as the backend is stopped right after.
+    wait_until(control.fakeMsptiDone, 600, "the C producer to finish", pause=0.01)
     backend.stop()
     taken = aggregator.take(seq=1, pid=0, backend="mspti", start_ns=0, end_ns=1)
     consumed = taken.counters["records"]

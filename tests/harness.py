@@ -61,18 +61,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_until(probe: Callable[[], Optional[T]], timeout: float = 20.0, what: str = "condition") -> T:
-    """Re-evaluate *probe* until it returns something truthy; fail with *what* after *timeout*."""
+def wait_until(
+    probe: Callable[[], Optional[T]], timeout: float = 20.0, what: str = "condition", pause: float = 0.2
+) -> T:
+    """Re-evaluate *probe* until it returns something truthy, and return that; fail naming *what* after
+    *timeout*. The pause between probes doubles up to *pause*: a probe that is cheap and must be seen
+    at once (an in-process flag before a timer fires) passes a small one."""
     deadline = time.monotonic() + timeout
-    delay = 0.01
+    delay = min(0.01, pause)
     while True:
         value = probe()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(delay)  # back-off between probes of an external process, not synchronisation
-        delay = min(delay * 2, 0.2)
+        time.sleep(delay)  # back-off between probes of an observable state, not synchronisation
+        delay = min(delay * 2, pause)
 
 
 class _LineReader:
@@ -123,23 +127,37 @@ def rest_of_output(proc: subprocess.Popen, timeout: float = 30.0) -> str:  # typ
     return "".join(lines)
 
 
-def read_line_until(proc: subprocess.Popen, prefix: str, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
-    """Read *proc*'s stdout until a line starting with *prefix*; fail with its output if it exits."""
+def read_until(
+    proc: subprocess.Popen,  # type: ignore[type-arg]
+    pick: Callable[[str], Optional[T]],
+    timeout: float = 30.0,
+    what: str = "the line awaited",
+) -> T:
+    """Read *proc*'s stdout line by line until *pick* returns something other than None for one, and
+    return that; fail with *what* and the output read if *proc* closes it or *timeout* passes first.
+    A stream's counterpart of :func:`wait_until`: the lines are the events, nothing is polled."""
     assert proc.stdout is not None
     reader = _readers.setdefault(proc, _LineReader(proc.stdout.fileno()))
     seen: List[str] = []
     deadline = time.monotonic() + timeout
-    while True:
-        line = reader.readline(deadline)
-        if line is None:
-            break
+    while (line := reader.readline(deadline)) is not None:
         seen.append(line)
-        if line.startswith(prefix):
-            return line.strip()
+        picked = pick(line)
+        if picked is not None:
+            return picked
     proc.poll()
     raise AssertionError(
-        f"no line starting {prefix!r} within {timeout}s (exit code {proc.returncode}); "
-        f"output:\n{''.join(seen)}"
+        f"no {what} within {timeout}s (exit code {proc.returncode}); output:\n{''.join(seen)}"
+    )
+
+
+def read_line_until(proc: subprocess.Popen, prefix: str, timeout: float = 30.0) -> str:  # type: ignore[type-arg]
+    """Read *proc*'s stdout until a line starting with *prefix*; fail with its output if it exits."""
+    return read_until(
+        proc,
+        lambda line: line.strip() if line.startswith(prefix) else None,
+        timeout,
+        f"line starting {prefix!r}",
     )
 
 

@@ -12,12 +12,11 @@ import http.client
 import json
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from harness import Dyno, read_line_until, rest_of_output, stop_process
+from harness import Dyno, read_until, rest_of_output, stop_process
 
 TOKEN = "s3cret"
 STARTS_AT = "2026-12-02T01:03:52.509324779Z"
@@ -129,11 +128,11 @@ class RespondProcess:
 
 def read_line_until_containing(proc: subprocess.Popen, text: str, timeout: float) -> str:  # type: ignore[type-arg]
     """The responder's lines start with a time stamp: read until one holds *text*."""
-    deadline = time.monotonic() + timeout
-    while True:
-        line = read_line_until(proc, "20", max(0.1, deadline - time.monotonic()))
-        if text in line:
-            return line
+
+    def holding(line: str) -> Optional[str]:
+        return line.strip() if line.startswith("20") and text in line else None
+
+    return read_until(proc, holding, timeout, f"log line holding {text!r}")
 
 
 def incident_files(folder: Path) -> List[Path]:

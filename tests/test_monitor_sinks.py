@@ -7,7 +7,6 @@ import ctypes
 import json
 import os
 import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Dict, Iterator, List
@@ -22,6 +21,7 @@ from dynolog.monitoring.sinks.jsonl import JsonlSink, beside
 from dynolog.monitoring.sinks.prometheus import PrometheusSink
 from dynolog.monitoring.sinks.tensorboard import TensorBoardSink
 from fake_mspti import fake_mspti_build
+from harness import wait_until
 from msmonitor_contract.activity import HOST
 from msmonitor_plugin.monitor import ChunkAssembler, Kind, Monitor, MonitorConfig, Report
 
@@ -62,10 +62,9 @@ def reports(fake_mspti: str) -> List[Report]:
             )
         )
         control = ctypes.CDLL(fake_mspti)
-        deadline = time.monotonic() + 20
-        while not control.fakeMsptiDone():
-            assert time.monotonic() < deadline, "the fake libmspti did not produce its records within 20 s"
-            time.sleep(0.01)  # polling the fake library's counter: it has no event to wait on
+        # The fake library's flag has no event to wait on: polled every 10 ms, so that the monitor stops
+        # as soon as the records are all out.
+        wait_until(control.fakeMsptiDone, 20, "the fake libmspti to produce its records", pause=0.01)
         first = monitor.stop()
     finally:
         for k, v in saved.items():

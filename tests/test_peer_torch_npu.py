@@ -14,15 +14,14 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 import peers
 from fake_mspti import fake_mspti_build
-from harness import Daemon, Workload, parent_of, read_line_until, stop_process, wait_until
+from harness import Daemon, Workload, parent_of, read_until, stop_process, wait_until
 
 pytestmark = pytest.mark.torch  # train.py: a real PyTorch job, torch_npu's stand-in imported
 
@@ -71,13 +70,14 @@ def next_kernels_of(daemon: Daemon, pid: int, timeout: float = 60) -> Dict[str, 
         stderr=subprocess.PIPE,
         text=True,
     )
+
+    def kernels(line: str) -> Optional[Dict[str, Any]]:
+        report = json.loads(line) if line.startswith("{") else {"pid": None}
+        kinds = report["kinds"] if report["pid"] == pid else []
+        return next((k for k in kinds if k["kind"] == "Kernel"), None)
+
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            report = json.loads(read_line_until(watch, "{", timeout=max(0.1, deadline - time.monotonic())))
-            kernels = [k for k in report["kinds"] if k["kind"] == "Kernel"] if report["pid"] == pid else []
-            if kernels:
-                return kernels[0]  # type: ignore[no-any-return]
+        return read_until(watch, kernels, timeout, f"report of pid {pid} with a Kernel kind")
     finally:
         stop_process(watch)
 
