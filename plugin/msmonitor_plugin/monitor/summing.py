@@ -21,6 +21,7 @@ Table = Dict[Tuple[int, int], List[int]]
 
 
 def sum_in_order(view: memoryview, kind: int, fmt: struct.Struct, table: Table) -> int:
+    """Sum a run into *table*, *fmt* yielding (kind, start, end, device, key) as they are."""
     n = 0
     get = table.get
     for k, s, e, dev, key in fmt.iter_unpack(view):
@@ -121,6 +122,7 @@ def sum_mixed(
 
 
 def decode_run(view: memoryview, kind: int, layout: Layout, names: NameTable, out: List[Record]) -> int:
+    """Decode a run into *out*, one :class:`Record` each (a kind without a decoder is stepped over)."""
     n = 0
     decode = layout.decode
     for t in layout.full.iter_unpack(view):
