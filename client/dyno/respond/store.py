@@ -13,19 +13,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from msmonitor_contract.files import replacing
+from msmonitor_contract.files import open_sqlite, replacing
 
 from ..exits import EXIT_USAGE, CliError
 from . import ENV
+
+log = logging.getLogger("dyno.respond")  # unconfigured, a warning reaches stderr as it is
 
 DB_NAME = "incidents.sqlite"
 RECORD_NAME = "incident.json"
@@ -122,15 +124,7 @@ class JobIncidentStore:
                 raise CliError(f"cannot read {path}: {exc}") from None
             return
         os.makedirs(folder, exist_ok=True)
-        try:
-            self._db = _open(path)
-        except (sqlite3.DatabaseError, OSError) as exc:
-            aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
-            for suffix in ("", "-wal", "-shm"):  # WAL's files belong to the database they came with
-                if os.path.lexists(path + suffix):
-                    os.replace(path + suffix, aside + suffix)
-            print(f"dyno respond: {path} unreadable ({exc}): moved to {aside}, new one", file=sys.stderr)
-            self._db = _open(path)
+        self._db = open_sqlite(path, _SCHEMA, log, "dyno respond: incidents store", shared=True)
 
     def incident_dir(self, incident_id: str) -> str:
         return os.path.join(self.folder, incident_id)
@@ -208,24 +202,6 @@ class JobIncidentStore:
             "INSERT OR REPLACE INTO alerts (fingerprint, starts_at, incident) VALUES (?, ?, ?)",
             (*key, incident_id),
         )
-
-
-def _open(path: str) -> sqlite3.Connection:
-    """The store at *path*, checked whole: SQLite reads lazily, and a damaged page would otherwise fail
-    a write in the middle of an incident."""
-    db = sqlite3.connect(path, check_same_thread=False)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        for statement in _SCHEMA:
-            db.execute(statement)
-        db.commit()
-        (verdict,) = db.execute("PRAGMA quick_check").fetchone()
-        if verdict != "ok":
-            raise sqlite3.DatabaseError(verdict)
-    except BaseException:
-        db.close()
-        raise
-    return db
 
 
 def _write_atomically(path: str, doc: Dict[str, Any]) -> None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sqlite3
-import time
 from typing import List, Optional
+
+from msmonitor_contract.files import open_sqlite
 
 from .incident import Incident
 
@@ -36,15 +35,7 @@ CREATE TABLE IF NOT EXISTS incidents (
 
 class IncidentStore:
     def __init__(self, path: str) -> None:
-        try:
-            self._db = _open(path)
-        except (sqlite3.DatabaseError, OSError) as e:
-            aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
-            for suffix in ("", "-wal", "-shm"):  # WAL's files belong to the database they came with
-                if os.path.lexists(path + suffix):
-                    os.replace(path + suffix, aside + suffix)
-            log.warning("incidents store %s unreadable (%s): moved to %s, starting a new one", path, e, aside)
-            self._db = _open(path)
+        self._db = open_sqlite(path, (_SCHEMA,), log, "incidents store")
 
     def add(self, incident: Incident) -> Incident:
         cursor = self._db.execute(
@@ -91,20 +82,3 @@ class IncidentStore:
 
     def close(self) -> None:
         self._db.close()
-
-
-def _open(path: str) -> sqlite3.Connection:
-    """The store at *path*, checked whole: SQLite reads a file lazily, so a damaged page would otherwise
-    raise later, from an incident's write in the middle of serving."""
-    db = sqlite3.connect(path)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute(_SCHEMA)
-        db.commit()
-        (verdict,) = db.execute("PRAGMA quick_check").fetchone()
-        if verdict != "ok":
-            raise sqlite3.DatabaseError(verdict)
-    except BaseException:
-        db.close()
-        raise
-    return db
