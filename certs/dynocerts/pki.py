@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -21,6 +20,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
+
+from msmonitor_contract.files import replacing
 
 from . import crl as crls
 from . import keys, make
@@ -60,17 +61,10 @@ def make_private_dir(path: Path) -> None:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write *data* to *path* as 0600, atomically (a reader sees the old file or the new one)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp creates it 0600
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write *data* to *path* as 0600, atomically (a reader sees the old file or the new one) and on disk
+    before it replaces the old one: a key or a CRL must survive a crash whole."""
+    with replacing(path, mode=0o600, sync=True) as temp:
+        temp.write_bytes(data)
 
 
 def pem(cert: x509.Certificate) -> bytes:

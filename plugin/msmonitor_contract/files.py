@@ -15,12 +15,17 @@ from typing import Iterator, Optional, Sequence
 
 
 @contextlib.contextmanager
-def replacing(path: Path, mode: Optional[int] = None, exclusive: bool = False) -> Iterator[Path]:
+def replacing(
+    path: Path, mode: Optional[int] = None, exclusive: bool = False, sync: bool = False
+) -> Iterator[Path]:
     """A temporary path to write *path*'s content to; it becomes *path* only when the block completes, so
     a reader sees the old file or the whole new one.
 
     The file gets *mode*, or by default the umask's permissions (as a file ``touch`` creates). With
-    *exclusive*, a *path* that exists by then is never replaced: FileExistsError, the old file kept.
+    *exclusive*, a *path* that exists by then is never replaced: FileExistsError, the old file kept. With
+    *sync*, the content is on disk before it becomes *path*, so that a crash leaves the old file or the
+    new one whole. Until then the file is 0600 (``mkstemp``'s): a private one is never readable by others
+    on its way.
     """
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -28,6 +33,8 @@ def replacing(path: Path, mode: Optional[int] = None, exclusive: bool = False) -
     try:
         yield temp
         temp.chmod(_umasked(0o666) if mode is None else mode)
+        if sync:
+            _sync(temp)
         if exclusive:
             os.link(temp, path)  # fails if it exists: never overwrite
         else:
@@ -40,6 +47,14 @@ def _umasked(mode: int) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return mode & ~umask
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def open_sqlite(
