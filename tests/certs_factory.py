@@ -11,11 +11,11 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Type
+from typing import Optional, Sequence, Type, Union
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
 from dynocerts import crl, make
@@ -36,8 +36,11 @@ def key(key_type: str = "ec-p256") -> CertificateIssuerPrivateKeyTypes:
     return make.generate_key(key_type)
 
 
-def _public(k: CertificateIssuerPrivateKeyTypes):  # type: ignore[no-untyped-def]
-    return k.public_key()
+def _public(k: CertificateIssuerPrivateKeyTypes) -> Union[ec.EllipticCurvePublicKey, rsa.RSAPublicKey]:
+    """The public half, as make takes it: :func:`key` makes EC and RSA keys only."""
+    public = k.public_key()
+    assert isinstance(public, (ec.EllipticCurvePublicKey, rsa.RSAPublicKey)), type(public)
+    return public
 
 
 def authority(

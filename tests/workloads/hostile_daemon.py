@@ -35,7 +35,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Counter
+from typing import Counter, List
 
 from msmonitor_contract import configtext, wire
 from msmonitor_contract.kinds import DYNAMIC, NPUMONITOR, NPUTRACE
@@ -62,7 +62,7 @@ def _monitor(start: bool) -> str:
     )
 
 
-def flood_datagrams(serial: int, stuck: bool):
+def flood_datagrams(serial: int, stuck: bool) -> List[bytes]:
     """The datagrams of one round; trace ids differ from round to round.
 
     ``flood``: each command followed by an ack. ``flood-deaf``: a start, a stop and six refusals, then
@@ -82,7 +82,7 @@ def flood_datagrams(serial: int, stuck: bool):
         (CommandKind.NPUMONITOR, f"stop{serial}", _monitor(False)),
         *refusals,
     ]
-    out = []
+    out: List[bytes] = []
     for kind, trace_id, text in commands:
         command = wire.Command(
             kind=kind.value, trace_id=trace_id, config=configtext.with_trace_id(text, trace_id)
@@ -93,7 +93,7 @@ def flood_datagrams(serial: int, stuck: bool):
     return [*out, ACK] if stuck else out
 
 
-def garbage_datagrams(rng: random.Random, n: int = 512):
+def garbage_datagrams(rng: random.Random, n: int = 512) -> List[bytes]:
     """A pool of malformed datagrams, sent round robin."""
     types = [wire.COMMAND, wire.ACK, wire.HELLO, wire.REQ, "mm.x", "\x7f"]
     nested = b"[" * wire.MAX_DATAGRAM  # json.loads hits the recursion limit long before the end
@@ -107,7 +107,7 @@ def garbage_datagrams(rng: random.Random, n: int = 512):
         b'"\\ud800"',
         b"[" * 5000 + b"]" * 5000,
     ]
-    out = []
+    out: List[bytes] = []
     for i in range(n):
         which = i % 6
         if which == 0:  # random bytes, any length up to a page
@@ -127,14 +127,14 @@ def garbage_datagrams(rng: random.Random, n: int = 512):
     return out
 
 
-def count(received, data: bytes) -> None:
+def count(received: Counter[str], data: bytes) -> None:
     try:
         received[wire.decode(data).type] += 1
     except wire.WireError:
         received["malformed"] += 1
 
 
-def read_answers(sock: socket.socket, received, stop: threading.Event) -> None:
+def read_answers(sock: socket.socket, received: Counter[str], stop: threading.Event) -> None:
     """Read what the plugin sends, as a daemon would; counted by type."""
     while not stop.is_set():
         with contextlib.suppress(OSError):
@@ -159,7 +159,7 @@ def main() -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(address)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)  # the > 64 KiB datagrams fit
-    received = collections.Counter()
+    received: Counter[str] = collections.Counter()
     data, plugin = sock.recvfrom(wire.MAX_DATAGRAM)
     count(received, data)
     sock.sendto(ACK, plugin)

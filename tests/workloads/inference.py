@@ -28,12 +28,12 @@ if args.torch:
     torch.set_num_threads(1)
     model = torch.nn.Linear(32, 32)
 
-    def compute(_):
+    def compute(_: int) -> None:
         with torch.no_grad():
             model(torch.randn(4, 32))
 else:
 
-    def compute(n):
+    def compute(n: int) -> None:
         sum(i * i for i in range(200 + n % 50))
 
 
@@ -42,7 +42,7 @@ requests: "queue.Queue[str]" = queue.Queue()
 served = itertools.count(1)
 
 
-def serve():
+def serve() -> None:
     while not stop.is_set():
         try:
             rid = requests.get(timeout=0.05)

@@ -27,7 +27,7 @@ from mindspore.profiler import DynamicProfilerMonitor
 STEP_S = 0.05
 
 
-def main():
+def main() -> None:
     ms.set_device("CPU")
     net = nn.SequentialCell(nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 4))
     loss_fn = nn.MSELoss()

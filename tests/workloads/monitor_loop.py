@@ -11,7 +11,7 @@ import threading
 
 import torch
 
-from msmonitor_plugin.monitor import Monitor, MonitorConfig
+from msmonitor_plugin.monitor import Monitor, MonitorConfig, Report
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -21,11 +21,11 @@ x, y = torch.randn(256, 64), torch.randn(256, 1)
 stopped = threading.Event()
 
 
-def on_report(report):
+def on_report(report: Report) -> None:
     print("report " + report.to_json(), flush=True)
 
 
-def on_stopped(reason):
+def on_stopped(reason: str) -> None:
     print(f"stopped {reason}", flush=True)
     stopped.set()
 

@@ -74,7 +74,7 @@ if args.slow_file:
 was_slow = False
 
 
-def sort_step(step):
+def sort_step(step: int) -> None:
     """The --slow-file operator: sorts the slow data while the file exists, saying when that changes."""
     global was_slow
     is_slow = os.path.exists(args.slow_file)
@@ -84,7 +84,7 @@ def sort_step(step):
     torch.sort(slow if is_slow else fast)
 
 
-def train_step():
+def train_step() -> None:
     optimizer.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()

@@ -1,6 +1,7 @@
 """STAND-IN for ``torch_npu._C._profiler``: the names the dynamic profiler's config parser imports."""
 
 import enum
+from typing import Any
 
 
 class ProfilerActivity(enum.Enum):
@@ -9,5 +10,5 @@ class ProfilerActivity(enum.Enum):
 
 
 class _ExperimentalConfig:
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args, self.kwargs = args, kwargs

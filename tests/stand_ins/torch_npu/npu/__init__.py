@@ -3,5 +3,5 @@
 from . import mstx  # noqa: F401
 
 
-def current_stream():
+def current_stream() -> None:
     return None
