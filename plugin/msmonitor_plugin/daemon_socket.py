@@ -25,18 +25,18 @@ class DaemonSocket:
     def __init__(self, daemon: wire.Address, address: Optional[wire.Address] = None) -> None:
         self.daemon = daemon
         self.address = address
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setblocking(False)
         if address is not None:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who answers
-            self.sock.bind(address)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # to check who answers
+            self._sock.bind(address)
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        return self._sock.fileno()
 
     def send(self, msg_type: str, payload: bytes = b"") -> None:
         """One datagram to the daemon; OSError when it does not take it (absent, queue full, ...)."""
-        self.sock.sendto(wire.encode(msg_type, payload), self.daemon)
+        self._sock.sendto(wire.encode(msg_type, payload), self.daemon)
 
     def offer(self, msg_type: str, payload: bytes = b"") -> bool:
         """:meth:`send`, for a message the daemon may miss: False when it did not take it."""
@@ -49,7 +49,7 @@ class DaemonSocket:
     def read(self) -> Optional[bytes]:
         """The next queued datagram if the daemon sent it, None if someone else did (it is dropped);
         BlockingIOError when none is queued."""
-        return wire.receive_from(self.sock, self.daemon)
+        return wire.receive_from(self._sock, self.daemon)
 
     def receive(self, msg_type: str, timeout: float) -> Optional[bytes]:
         """The payload of the daemon's next datagram of *msg_type* within *timeout*; others (late
@@ -57,7 +57,7 @@ class DaemonSocket:
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+            if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
                 return None
             with contextlib.suppress(BlockingIOError, wire.WireError):
                 data = self.read()
@@ -67,7 +67,7 @@ class DaemonSocket:
 
     def close(self) -> None:
         """Close the socket and remove its file, if it was bound to one."""
-        self.sock.close()
+        self._sock.close()
         if isinstance(self.address, str):
             with contextlib.suppress(OSError):
                 os.unlink(self.address)
