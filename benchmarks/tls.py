@@ -29,6 +29,7 @@ import grpc
 from _bench import Figure, percentile, report, running_daemon
 from dynocerts import pki
 from dynocerts.keys import PasswordSource
+from dynocerts.make import Terms
 from dynocerts.tls import channel_credentials, load_client
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
@@ -81,7 +82,7 @@ def connections(connect: Connect, target: str, threads: int) -> Dict[str, float]
 
 def measure(key_type: str, work: Path) -> Dict[str, Dict[str, float]]:
     root = work / key_type
-    made = pki.init(root, ["localhost", "127.0.0.1"], "bench", key_type=key_type)
+    made = pki.init(root, ["localhost", "127.0.0.1"], "bench", Terms(key_type))
     creds = channel_credentials(load_client(made.client.directory, PasswordSource(prompt=False)))
     results: Dict[str, Dict[str, float]] = {}
     with running_daemon("--certs-dir", str(made.server.directory)) as tls, running_daemon() as plain:

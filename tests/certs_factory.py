@@ -50,7 +50,8 @@ def authority(
     exts = [e for e in make.extensions(Role.CA, _public(k), _public(k)) if type(e[0]) not in drop]
     subject = make.name(cn)
     start = now() - dt.timedelta(minutes=5)
-    return Issued(make.certificate(subject, _public(k), subject, k, exts, start, start + 365 * DAY), k)
+    validity = make.Validity(start, start + 365 * DAY)
+    return Issued(make.certificate(subject, _public(k), make.Signer(subject, k), exts, validity), k)
 
 
 def leaf(
@@ -72,16 +73,9 @@ def leaf(
     replaced = {type(e) for e, _ in replace}
     exts = [e for e in exts if type(e[0]) not in drop and type(e[0]) not in replaced] + list(replace)
     start = not_before or now() - dt.timedelta(minutes=5)
-    cert = make.certificate(
-        make.name(cn),
-        _public(k),
-        ca.cert.subject,
-        ca.key,
-        exts,
-        start,
-        not_after or start + 365 * DAY,
-        digest,
-    )
+    signer = make.Signer(ca.cert.subject, ca.key, digest)
+    validity = make.Validity(start, not_after or start + 365 * DAY)
+    cert = make.certificate(make.name(cn), _public(k), signer, exts, validity)
     return Issued(cert, k)
 
 

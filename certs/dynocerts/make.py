@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -100,34 +100,63 @@ def digest_for(key: CertificateIssuerPrivateKeyTypes) -> Digest:
     return hashes.SHA256()
 
 
+class Signer(NamedTuple):
+    """Who signs a certificate, and how: the issuer's name and private key (a CA signs its own), and the
+    digest (by default the one matching the key, :func:`digest_for`)."""
+
+    name: x509.Name
+    key: CertificateIssuerPrivateKeyTypes
+    digest: Optional[Digest] = None
+
+
+class Validity(NamedTuple):
+    not_before: dt.datetime
+    not_after: dt.datetime
+
+
 def certificate(
     subject: x509.Name,
     public_key: ec.EllipticCurvePublicKey | rsa.RSAPublicKey,
-    issuer: x509.Name,
-    issuer_key: CertificateIssuerPrivateKeyTypes,
+    signer: Signer,
     extensions: Sequence[Extension],
-    not_before: dt.datetime,
-    not_after: dt.datetime,
-    digest: Optional[Digest] = None,
+    validity: Validity,
 ) -> x509.Certificate:
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(issuer)
+        .issuer_name(signer.name)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
+        .not_valid_before(validity.not_before)
+        .not_valid_after(validity.not_after)
     )
     for ext, critical in extensions:
         builder = builder.add_extension(ext, critical)
-    return builder.sign(issuer_key, digest or digest_for(issuer_key))
+    return builder.sign(signer.key, signer.digest or digest_for(signer.key))
 
 
 @dataclass(frozen=True)
 class Issued:
     cert: x509.Certificate
     key: CertificateIssuerPrivateKeyTypes
+
+    @property
+    def signer(self) -> Signer:
+        return Signer(self.cert.subject, self.key)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a new certificate is made with: its key's type, and how many days it is valid from *now*
+    (the moment it is made, unless given)."""
+
+    key_type: str = DEFAULT_KEY_TYPE
+    days: int = 365
+    now: Optional[dt.datetime] = None
+
+    def validity(self) -> Validity:
+        now = self.now or utcnow()
+        return Validity(now - CLOCK_SKEW, now + dt.timedelta(days=self.days))
 
 
 def _public(key: CertificateIssuerPrivateKeyTypes) -> ec.EllipticCurvePublicKey | rsa.RSAPublicKey:
@@ -136,40 +165,16 @@ def _public(key: CertificateIssuerPrivateKeyTypes) -> ec.EllipticCurvePublicKey 
     return public
 
 
-def new_ca(common_name: str, key_type: str, days: int, now: Optional[dt.datetime] = None) -> Issued:
-    now = now or utcnow()
-    key = generate_key(key_type)
+def new_ca(common_name: str, terms: Terms = Terms()) -> Issued:
+    key = generate_key(terms.key_type)
     subject = name(common_name)
-    cert = certificate(
-        subject,
-        _public(key),
-        subject,
-        key,
-        extensions(Role.CA, _public(key), _public(key)),
-        now - CLOCK_SKEW,
-        now + dt.timedelta(days=days),
-    )
-    return Issued(cert, key)
+    exts = extensions(Role.CA, _public(key), _public(key))
+    return Issued(certificate(subject, _public(key), Signer(subject, key), exts, terms.validity()), key)
 
 
 def new_leaf(
-    ca: Issued,
-    role: Role,
-    common_name: str,
-    key_type: str,
-    days: int,
-    hosts: Sequence[str] = (),
-    now: Optional[dt.datetime] = None,
+    ca: Issued, role: Role, common_name: str, terms: Terms = Terms(), hosts: Sequence[str] = ()
 ) -> Issued:
-    now = now or utcnow()
-    key = generate_key(key_type)
-    cert = certificate(
-        name(common_name),
-        _public(key),
-        ca.cert.subject,
-        ca.key,
-        extensions(role, _public(key), _public(ca.key), hosts),
-        now - CLOCK_SKEW,
-        now + dt.timedelta(days=days),
-    )
-    return Issued(cert, key)
+    key = generate_key(terms.key_type)
+    exts = extensions(role, _public(key), _public(ca.key), hosts)
+    return Issued(certificate(name(common_name), _public(key), ca.signer, exts, terms.validity()), key)

@@ -169,27 +169,30 @@ class _Inspection:
         return crl
 
 
-def inspect(
-    directory: Path,
-    role: Role,
-    passwords: keys.PasswordSource,
-    now: Optional[dt.datetime] = None,
-    strict_key: bool = True,
-    with_crl: bool = True,
-) -> Tuple[Optional[Material], List[Violation]]:
-    """Everything wrong with *directory* for *role*, and the material when nothing is an error.
+@dataclass(frozen=True)
+class Checks:
+    """How a directory is inspected: at *now* (by default the moment it is); with ``strict_key=False`` an
+    encrypted key without a password is a warning (``dyno certs check``); with ``with_crl=False`` the CRL
+    is left to whoever follows it (the serving daemon does, per call)."""
 
-    With ``strict_key=False`` an encrypted key without a password is a warning (``dyno certs check``);
-    with ``with_crl=False`` the CRL is left to whoever follows it (the serving daemon does, per call).
-    """
-    inspection = _Inspection(directory, role, passwords, now or utcnow(), strict_key, with_crl)
+    now: Optional[dt.datetime] = None
+    strict_key: bool = True
+    with_crl: bool = True
+
+
+def inspect(
+    directory: Path, role: Role, passwords: keys.PasswordSource, checks: Checks = Checks()
+) -> Tuple[Optional[Material], List[Violation]]:
+    """Everything wrong with *directory* for *role*, and the material when nothing is an error."""
+    now = checks.now or utcnow()
+    inspection = _Inspection(directory, role, passwords, now, checks.strict_key, checks.with_crl)
     material = inspection.run()
     return material, inspection.found
 
 
 def load(directory: Path, role: Role, passwords: keys.PasswordSource, with_crl: bool = True) -> Material:
     """The material of *directory*, or :class:`CertsError` with every error found."""
-    material, found = inspect(directory, role, passwords, with_crl=with_crl)
+    material, found = inspect(directory, role, passwords, Checks(with_crl=with_crl))
     if material is None:
         raise CertsError(errors(found) or found)
     return material

@@ -10,6 +10,7 @@ daemon that re-reads ``ca.crl`` never sees half of one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from . import crl as crls
 from . import keys, make
 from .material import CA_CERT, CA_KEY, CRL, own_files
 from .policy import Role, common_name, extension, utcnow
+
+DEFAULT_TERMS = make.Terms()
 
 
 class PkiError(Exception):
@@ -138,10 +141,10 @@ def init(
     root: Path,
     server_hosts: Sequence[str],
     client_name: str,
-    key_type: str = make.DEFAULT_KEY_TYPE,
-    days: int = 365,
+    terms: make.Terms = DEFAULT_TERMS,
     ca_days: int = 3650,
 ) -> InitResult:
+    """A CA valid *ca_days*, and a server (for *server_hosts*) and a client certificate made on *terms*."""
     pki = Pki(root)
     if (pki.ca_dir / CA_KEY).exists():
         raise PkiError(
@@ -150,15 +153,15 @@ def init(
         )
     if not server_hosts:
         raise PkiError("--server-hosts: give the names and addresses clients use to reach the daemon")
-    if days > ca_days:
-        raise PkiError(f"--days {days} is longer than the CA's --ca-days {ca_days}")
+    if terms.days > ca_days:
+        raise PkiError(f"--days {terms.days} is longer than the CA's --ca-days {ca_days}")
     make_private_dir(root)
-    ca = make.new_ca(f"msMonitor CA {root.resolve().name}", key_type, ca_days)
+    ca = make.new_ca(f"msMonitor CA {root.resolve().name}", dataclasses.replace(terms, days=ca_days))
     make_private_dir(pki.ca_dir)
     write_private(pki.ca_dir / CA_KEY, key_pem(ca.key))
     write_private(pki.ca_dir / CA_CERT, pem(ca.cert))
-    server = make.new_leaf(ca, Role.SERVER, server_hosts[0], key_type, days, server_hosts)
-    client = make.new_leaf(ca, Role.CLIENT, client_name, key_type, days)
+    server = make.new_leaf(ca, Role.SERVER, server_hosts[0], terms, server_hosts)
+    client = make.new_leaf(ca, Role.CLIENT, client_name, terms)
     return InitResult(
         pki.ca_dir,
         pki.write_leaf(ca, server, Role.SERVER, root / "server"),
@@ -166,21 +169,26 @@ def init(
     )
 
 
+@dataclass(frozen=True)
+class LeafRequest:
+    """One more certificate to issue: a server (*names* are its hosts) or a client (*names* is its one
+    name), and the directory it goes to (by default ``<root>/<role>-<first name>``)."""
+
+    role: Role
+    names: Sequence[str]
+    out: Optional[Path] = None
+
+
 def issue(
-    root: Path,
-    role: Role,
-    names: Sequence[str],
-    passwords: keys.PasswordSource,
-    out: Optional[Path] = None,
-    key_type: str = make.DEFAULT_KEY_TYPE,
-    days: int = 365,
+    root: Path, passwords: keys.PasswordSource, request: LeafRequest, terms: make.Terms = DEFAULT_TERMS
 ) -> LeafDir:
-    """One more server (*names* are its hosts) or client (*names* is its one name) from the CA at *root*."""
+    """*request*'s certificate, made on *terms* by the CA at *root*."""
     pki = Pki(root)
     ca = pki.load_ca(passwords)
-    directory = out or root / f"{role.value}-{names[0]}"
+    role, names = request.role, request.names
+    directory = request.out or root / f"{role.value}-{names[0]}"
     hosts = names if role is Role.SERVER else ()
-    return pki.write_leaf(ca, make.new_leaf(ca, role, names[0], key_type, days, hosts), role, directory)
+    return pki.write_leaf(ca, make.new_leaf(ca, role, names[0], terms, hosts), role, directory)
 
 
 def _is_client(cert: x509.Certificate) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 from dynocerts import material, pki
 from dynocerts.keys import PasswordSource
-from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES
+from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES, Terms
 from dynocerts.policy import Role, Violation, common_name, errors, san_names, when
 from msmonitor_contract.vocabulary import split_list
 
@@ -92,7 +92,7 @@ def init(target: Target, args: Namespace) -> None:
     """Make a CA, a server and a client certificate that pass the policy, with owner-only permissions."""
     hosts, directory, days = args.server_hosts, args.directory, args.days
     result: pki.InitResult = _pki_action(
-        pki.init, directory, hosts, args.client_name, _key_type(args.key_type), days, args.ca_days
+        pki.init, directory, hosts, args.client_name, Terms(_key_type(args.key_type), days), args.ca_days
     )
     server, client = result.server.directory, result.client.directory
     print(
@@ -115,9 +115,9 @@ def issue(target: Target, args: Namespace) -> None:
         (Role.CLIENT, [args.client_name]) if args.client_name else (Role.SERVER, args.server_hosts or [])
     )
     passwords = _passwords(args.key_password_file)
-    leaf: pki.LeafDir = _pki_action(
-        pki.issue, args.directory, role, names, passwords, args.out, _key_type(args.key_type), args.days
-    )
+    request = pki.LeafRequest(role, names, args.out)
+    terms = Terms(_key_type(args.key_type), args.days)
+    leaf: pki.LeafDir = _pki_action(pki.issue, args.directory, passwords, request, terms)
     print(
         f"Made {role.value} certificate '{names[0]}' in {leaf.directory} (valid until "
         f"{when(leaf.cert.not_valid_after_utc)})"
@@ -181,7 +181,7 @@ def check(target: Target, args: Namespace) -> None:
 
 
 def _inspect(directory: Path, role: Role, passwords: PasswordSource) -> Dict[str, Any]:
-    _, violations = material.inspect(directory, role, passwords, strict_key=False)
+    _, violations = material.inspect(directory, role, passwords, material.Checks(strict_key=False))
     report: Dict[str, Any] = {"directory": str(directory), "role": role.value}
     _, certs = material.read_certificates(directory / material.own_files(role)[0], "", [])
     if certs:
