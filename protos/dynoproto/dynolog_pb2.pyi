@@ -280,10 +280,12 @@ class ProcessInfo(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., host_pid: _Optional[int] = ..., ancestors: _Optional[_Iterable[int]] = ..., job_id: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., devices: _Optional[_Iterable[int]] = ..., backend: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientKind, str]]] = ..., hostname: _Optional[str] = ..., versions: _Optional[_Mapping[str, str]] = ..., plugin_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., last_seen_s: _Optional[float] = ..., uid: _Optional[int] = ..., current_step: _Optional[int] = ..., trace_state: _Optional[_Union[TraceState, str]] = ..., monitor_state: _Optional[_Union[MonitorState, str]] = ..., held_by: _Optional[str] = ..., service: _Optional[str] = ..., helper_pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "targets")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+    targets: Targets
+    def __init__(self, job_id: _Optional[int] = ..., targets: _Optional[_Union[Targets, _Mapping]] = ...) -> None: ...
 
 class ListProcessesResponse(_message.Message):
     __slots__ = ("processes",)

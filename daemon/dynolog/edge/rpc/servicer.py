@@ -113,7 +113,8 @@ class DynologService(pb_grpc.DynologServicer):
     async def ListProcesses(
         self, request: pb.ListProcessesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListProcessesResponse:
-        processes = [(r, slot) for r, slot in self._records() if request.job_id in (0, r.job_id)]
+        selects = _listed(request)
+        processes = [(r, slot) for r, slot in self._records() if selects(r)]
         processes.sort(key=lambda p: (p[0].job_id, p[0].rank, p[0].host_pid))
         holds = self._node.holds if self._node is not None else None
         return pb.ListProcessesResponse(
@@ -289,3 +290,11 @@ def _controller(context: grpc.aio.ServicerContext, client: Any) -> Tuple[str, st
         else f"{client.user or 'an unnamed user'} (uid {client.uid}, as its dyno says)"
     )
     return holder, f"dyno pid {client.pid} on {client.hostname or context.peer()}"
+
+
+def _listed(request: pb.ListProcessesRequest) -> Callable[[ProcessRecord], bool]:
+    """Which processes ListProcesses lists: those its targets select, else those of its job (any job)."""
+    if request.HasField("targets"):
+        targets = convert.targets(request.targets)
+        return lambda record: targeting.matches(record, targets)
+    return lambda record: request.job_id in (0, record.job_id)
