@@ -11,7 +11,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from dynoproto import dynolog_pb2 as pb
 from dynoproto.convert import fields
 from msmonitor_contract.kinds import KINDS, NPUMONITOR, NPUTRACE
-from msmonitor_contract.schema import Message, Value
+from msmonitor_contract.schema import Message
+from msmonitor_contract.values import Value
 
 _SCALARS = {
     int: {

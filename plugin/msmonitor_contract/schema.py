@@ -26,68 +26,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from . import configtext
 from .configtext import Codec, ConfigTextError, Key
 from .rules import Check, FieldError
-from .vocabulary import split_list
-
-
-class FlagValueError(ValueError):
-    """A flag's text that does not read as its type; the message says what was expected."""
-
-
-@dataclass(frozen=True)
-class Value:
-    """What one field holds: its Python type, the wire's value when not given, how its config-text
-    key writes and reads it, how a flag's text reads as it, and the flag's metavar."""
-
-    metavar: str
-    python: Any
-    zero: Any
-    codec: Codec
-    parse: Callable[[str], Any]
-    repeated: bool = False
-    switch: bool = False  # a flag that takes no value: given means true
-
-
-def int_list(text: str) -> List[int]:
-    """``1,2,3`` as integers that fit a pid or rank (int32)."""
-    try:
-        values = [int(v) for v in split_list(text)]
-    except ValueError:
-        raise FlagValueError(f"expected comma-separated integers, got {text!r}") from None
-    too_big = [v for v in values if not -(2**31) <= v < 2**31]
-    if too_big:
-        raise FlagValueError(f"{too_big[0]} is not a pid or rank (at most {2**31 - 1})")
-    return values
-
-
-def pid_list(text: str) -> List[int]:
-    """:func:`int_list` where msMonitor's ``0`` (or nothing) means every process: no pid listed."""
-    pids = int_list(text)
-    return [] if pids == [0] else pids
-
-
-def true_false(text: str) -> bool:
-    """msMonitor's spelled-out booleans (``--data-simplification false``)."""
-    if text not in ("true", "false"):
-        raise FlagValueError(f"must be true or false, got {text!r}")
-    return text == "true"
-
-
-def on_off(text: str) -> bool:
-    """msprof's switches: ``--aicpu=on`` or ``--aicpu=off``, and ``--aicpu`` alone for on."""
-    if text not in ("on", "off"):
-        raise FlagValueError(f"must be on or off, got {text!r}")
-    return text == "on"
-
-
-INT = Value("INT", int, 0, configtext.INT, int)
-FLOAT = Value("FLOAT", float, 0.0, configtext.FLOAT, float)
-BOOL = Value("BOOL", bool, False, configtext.BOOL, true_false, switch=True)
-TEXT = Value("TEXT", str, "", configtext.TEXT, str)
-# Booleans spelled out: msMonitor's ``--data-simplification false``; msprof's ``--aicpu=on`` (alone: on).
-TRUE_FALSE = Value("true|false", bool, False, configtext.BOOL, true_false)
-ON_OFF = Value("on|off", bool, False, configtext.BOOL, on_off)
-NAMES = Value("A,B", Tuple[str, ...], (), configtext.LIST, split_list, repeated=True)
-NUMBERS = Value("N,N", Tuple[int, ...], (), configtext.LIST, int_list, repeated=True)
+from .values import (
+    Value,
+)
 
 
 class _FromField:
@@ -384,29 +325,33 @@ Shape = Callable[[Any, Dict[str, Any]], Dict[str, Any]]
 Unshape = Callable[[Mapping[str, str], Dict[str, Any]], Dict[str, Any]]
 
 
-class Kind(Message):
-    """A command kind: its request message, the RPC that sends it, the C++ daemons that take it over the
-    legacy wire, and how its config text is shaped beyond its fields' keys."""
+@dataclass(frozen=True)
+class Usage:
+    """Where a kind is used beyond its request's fields: the ``dyno`` command that sends it (its command
+    kind's name when not given), the C++ daemons that take it over the legacy wire, the field that names
+    its output folder (held to ``--trace-root``), and how its config text is shaped beyond its fields'
+    keys (*shape* writing it, *unshape* reading it)."""
 
-    def __init__(
-        self,
-        command: Any,  # its vocabulary.CommandKind
-        rpc: str,
-        name: str,
-        entries: Sequence[Union[Field, Key]],
-        checks: Sequence[MessageCheck] = (),
-        legacy: Sequence[str] = (),
-        shape: Optional[Shape] = None,
-        unshape: Optional[Unshape] = None,
-        output_field: str = "log_file",
-    ) -> None:
-        super().__init__(name, entries, checks)
-        self.command = command
+    dyno: str = ""
+    legacy: Sequence[str] = ()
+    output_field: str = "log_file"
+    shape: Optional[Shape] = None
+    unshape: Optional[Unshape] = None
+
+
+class Kind(Message):
+    """A command kind: its vocabulary's *command*, the *rpc* that sends it, its request *message*, and
+    its *usage* beyond the request's fields."""
+
+    def __init__(self, command: Any, rpc: str, message: Message, usage: Usage = Usage()) -> None:
+        super().__init__(message.name, message.entries, message.checks)
+        self.command = command  # its vocabulary.CommandKind
+        self.dyno = usage.dyno or command.value
         self.rpc = rpc
-        self.legacy = tuple(legacy)  # the C++ daemons (vocabulary.MSMONITOR_DAEMON, ...) that take it
-        self._shape = shape
-        self._unshape = unshape
-        self.output_field = output_field  # the field naming an output folder (held to --trace-root)
+        self.legacy = tuple(usage.legacy)  # the C++ daemons (vocabulary.MSMONITOR_DAEMON, ...) that take it
+        self._shape = usage.shape
+        self._unshape = usage.unshape
+        self.output_field = usage.output_field
 
     def __repr__(self) -> str:
         return f"Kind({self.command.value})"

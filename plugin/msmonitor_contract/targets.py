@@ -9,7 +9,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Iterable, List, Sequence
 
 from . import rules
-from .schema import INT, NUMBERS, Field, Message, pid_list
+from .schema import Field, Message
+from .values import INT, NUMBERS, pid_list
 
 # More pids than a node runs processes; ranks, as many (nputrace's config text carries them, in one
 # datagram of 64 KiB). A set of them is built once per command, so matching costs no more for a long list.

@@ -100,6 +100,49 @@ class TracePhase(str, enum.Enum):
         )
 
 
+class ClientKind(enum.Enum):
+    """Which client runs in a registered process."""
+
+    PLUGIN = "plugin"  # this project's plugin (mm.hello)
+    KINETO = "kineto"  # stock PyTorch: polls with req, runs gputrace configs
+    MSMONITOR = "msmonitor"  # msMonitor's contract (ctxt, req, status structs): torch_npu, MindSpore
+
+
+class CommandStatus(str, enum.Enum):
+    """msMonitor's ``commandStatus``: whether any process took a command."""
+
+    EFFECTIVE = "effective"
+    INEFFECTIVE = "ineffective"
+
+
+class DynamicAction(enum.Enum):
+    """What a ``dyno dynamic`` client asks of its session."""
+
+    ATTACH = 1
+    START = 2
+    STOP = 3
+    STATUS = 4
+    QUIT = 5  # stop collecting if collecting, then end the session
+
+
+class SessionNews(enum.Enum):
+    """What one part of a session's answer says; ``dyno`` words it (the daemon sends what happened)."""
+
+    ATTACHED = 1
+    REFUSED = 2
+    ALREADY_ATTACHED = 3
+    ALREADY_STARTED = 4
+    STARTED = 5
+    NOT_STARTED = 6
+    STOPPED = 7
+    STATUS = 8
+    QUIT = 9
+    IDLE_TIMEOUT = 10
+    COMMAND_LIMIT = 11
+    PROCESS_GONE = 12
+    TASK_ENDED = 13
+
+
 class Reason(enum.Enum):
     """Why a process did not take a command; the value is its one wording."""
 

@@ -12,8 +12,9 @@ from .. import vocabulary as v
 from ..configtext import TEXT as TEXT_KEY
 from ..configtext import Key
 from ..rules import FieldError
-from ..schema import FLOAT, INT, NAMES, ON_OFF, TEXT, Field, Kind, Message
+from ..schema import Field, Kind, Message, Usage
 from ..targets import TARGETS
+from ..values import FLOAT, INT, NAMES, ON_OFF, TEXT
 from .nputrace import AIC_METRICS, HOST_SYS
 from .tracing import ACTIVITIES, switch
 
@@ -111,41 +112,42 @@ def _shape(attach: Any, values: Dict[str, Any]) -> Dict[str, Any]:
 DYNAMIC = Kind(
     v.CommandKind.DYNAMIC,
     "Dynamic",
-    "DynamicAttach",
-    (
-        ACTION,
-        Field("targets", TARGETS),
-        # Where each window's PROF_ directory goes, on the job's node; dyno sets it (here, by default).
-        Field("output", TEXT, key="DYNAMIC_OUTPUT", check=rules.output_path, option=False),
-        Field("options", DYNAMIC_OPTIONS),
-        Field(
-            "idle_timeout_s",
-            FLOAT,
-            "seconds without a window before the session ends",
-            default=v.DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
-            flag="--idle-timeout",
-            check=_SESSION_S,
+    Message(
+        "DynamicAttach",
+        (
+            ACTION,
+            Field("targets", TARGETS),
+            # Where each window's PROF_ directory goes, on the job's node; dyno sets it (here, by default).
+            Field("output", TEXT, key="DYNAMIC_OUTPUT", check=rules.output_path, option=False),
+            Field("options", DYNAMIC_OPTIONS),
+            Field(
+                "idle_timeout_s",
+                FLOAT,
+                "seconds without a window before the session ends",
+                default=v.DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
+                flag="--idle-timeout",
+                check=_SESSION_S,
+            ),
+            Field(
+                "command_limit",
+                INT,
+                "start/stop commands before the session ends",
+                default=v.DEFAULT_DYNAMIC_COMMAND_LIMIT,
+            ),
+            Field(
+                "wait_registration_s",
+                FLOAT,
+                "launch mode: seconds the job has to register",
+                default="60",
+                flag="--launch-timeout",
+                check=_SESSION_S,
+                minimum=0,
+            ),
+            Field("client", DYNAMIC_CLIENT),
         ),
-        Field(
-            "command_limit",
-            INT,
-            "start/stop commands before the session ends",
-            default=v.DEFAULT_DYNAMIC_COMMAND_LIMIT,
-        ),
-        Field(
-            "wait_registration_s",
-            FLOAT,
-            "launch mode: seconds the job has to register",
-            default="60",
-            flag="--launch-timeout",
-            check=_SESSION_S,
-            minimum=0,
-        ),
-        Field("client", DYNAMIC_CLIENT),
+        checks=(_pids_required,),
     ),
-    checks=(_pids_required,),
-    shape=_shape,
-    output_field="output",
+    Usage(shape=_shape, output_field="output"),
 )
 
 

@@ -11,8 +11,9 @@ from ..configtext import BOOL as BOOL_KEY
 from ..configtext import INT as INT_KEY
 from ..configtext import Key
 from ..rules import FieldError
-from ..schema import BOOL, INT, TEXT, Field, KeyOf, Kind
+from ..schema import Field, KeyOf, Kind, Message, Usage
 from ..targets import TARGETS
+from ..values import BOOL, INT, TEXT
 from .tracing import MAX_STEP, iterations, switch, trigger
 
 START_ITERATION = Key("PROFILE_START_ITERATION", INT_KEY, 0)
@@ -58,64 +59,65 @@ def _shape(request: Any, values: Dict[str, Any]) -> Dict[str, Any]:
 GPUTRACE = Kind(
     v.CommandKind.GPUTRACE,
     "GpuTrace",
-    "GpuTraceRequest",
-    (
-        Field("targets", TARGETS),
-        Field(
-            "log_file",
-            TEXT,
-            "trace file on the traced node; _<pid> is inserted before .json",
-            key=KeyOf("ACTIVITIES_LOG_FILE", default=v.DEFAULT_KINETO_LOG_FILE),
-            check=rules.all_of(rules.output_path, rules.kineto_file),
-            required=True,
+    Message(
+        "GpuTraceRequest",
+        (
+            Field("targets", TARGETS),
+            Field(
+                "log_file",
+                TEXT,
+                "trace file on the traced node; _<pid> is inserted before .json",
+                key=KeyOf("ACTIVITIES_LOG_FILE", default=v.DEFAULT_KINETO_LOG_FILE),
+                check=rules.all_of(rules.output_path, rules.kineto_file),
+                required=True,
+            ),
+            START_ITERATION,
+            Field(
+                "profile_start_iteration_roundup",
+                INT,
+                "start at the next multiple of this step",
+                default=v.DEFAULT_START_ITERATION_ROUNDUP,
+                key=KeyOf("PROFILE_START_ITERATION_ROUNDUP", empty_is_default=True),
+                check=rules.within(0, MAX_STEP, f"in 1..{MAX_STEP} (0: the default)"),
+            ),
+            Field(
+                "iterations",
+                INT,
+                "steps to record (> 0 selects iteration mode)",
+                default=-1,  # dynolog's "not given": 0 on the wire
+                key=KeyOf("ACTIVITIES_ITERATIONS", default=0),
+            ),
+            Field(
+                "profile_start_time_ms",
+                INT,
+                "epoch ms to start; 0: now",
+                default=0,
+                key="PROFILE_START_TIME",
+                flag="--profile-start-time",
+            ),
+            Field(
+                "duration_ms",
+                INT,
+                "length of the trace (without --iterations)",
+                default=v.DEFAULT_DURATION_MS,
+                key="ACTIVITIES_DURATION_MSECS",
+            ),
+            switch("record_shapes", "PROFILE_REPORT_INPUT_SHAPES", "operator input shapes"),
+            switch("profile_memory", "PROFILE_PROFILE_MEMORY", "memory profile (duration traces)"),
+            MEMORY,
+            MEMORY_DURATION,
+            Field(
+                "with_stack",
+                BOOL,
+                "Python call stacks",
+                key="PROFILE_WITH_STACK",
+                flag="--with-stacks",
+                aliases=("--with-stack",),
+            ),
+            switch("with_flops", "PROFILE_WITH_FLOPS", "operator FLOPs"),
+            switch("with_modules", "PROFILE_WITH_MODULES", "module hierarchy"),
         ),
-        START_ITERATION,
-        Field(
-            "profile_start_iteration_roundup",
-            INT,
-            "start at the next multiple of this step",
-            default=v.DEFAULT_START_ITERATION_ROUNDUP,
-            key=KeyOf("PROFILE_START_ITERATION_ROUNDUP", empty_is_default=True),
-            check=rules.within(0, MAX_STEP, f"in 1..{MAX_STEP} (0: the default)"),
-        ),
-        Field(
-            "iterations",
-            INT,
-            "steps to record (> 0 selects iteration mode)",
-            default=-1,  # dynolog's "not given": 0 on the wire
-            key=KeyOf("ACTIVITIES_ITERATIONS", default=0),
-        ),
-        Field(
-            "profile_start_time_ms",
-            INT,
-            "epoch ms to start; 0: now",
-            default=0,
-            key="PROFILE_START_TIME",
-            flag="--profile-start-time",
-        ),
-        Field(
-            "duration_ms",
-            INT,
-            "length of the trace (without --iterations)",
-            default=v.DEFAULT_DURATION_MS,
-            key="ACTIVITIES_DURATION_MSECS",
-        ),
-        switch("record_shapes", "PROFILE_REPORT_INPUT_SHAPES", "operator input shapes"),
-        switch("profile_memory", "PROFILE_PROFILE_MEMORY", "memory profile (duration traces)"),
-        MEMORY,
-        MEMORY_DURATION,
-        Field(
-            "with_stack",
-            BOOL,
-            "Python call stacks",
-            key="PROFILE_WITH_STACK",
-            flag="--with-stacks",
-            aliases=("--with-stack",),
-        ),
-        switch("with_flops", "PROFILE_WITH_FLOPS", "operator FLOPs"),
-        switch("with_modules", "PROFILE_WITH_MODULES", "module hierarchy"),
+        checks=(_check,),
     ),
-    checks=(_check,),
-    legacy=(v.DYNOLOG_DAEMON, v.MSMONITOR_DAEMON),
-    shape=_shape,
+    Usage(legacy=(v.DYNOLOG_DAEMON, v.MSMONITOR_DAEMON), shape=_shape),
 )

@@ -10,8 +10,9 @@ from typing import Any, Dict, List
 from .. import rules
 from .. import vocabulary as v
 from ..rules import FieldError
-from ..schema import BOOL, FLOAT, INT, NAMES, TEXT, Field, FlagValueError, KeyOf, Kind, Message, given
+from ..schema import Field, KeyOf, Kind, Message, Usage, given
 from ..targets import TARGETS
+from ..values import BOOL, FLOAT, INT, NAMES, TEXT, FlagValueError
 
 ACTIVITY_KINDS = (
     "Marker",
@@ -119,112 +120,114 @@ def _required(name: str) -> KeyOf:
 NPUMONITOR = Kind(
     v.CommandKind.NPUMONITOR,
     "NpuMonitor",
-    "NpuMonitorRequest",
-    (
-        Field("targets", TARGETS),
-        Field(
-            "start",
-            BOOL,
-            "start monitoring",
-            key=_required("NPU_MONITOR_START"),
-            flag="--npu-monitor-start",
+    Message(
+        "NpuMonitorRequest",
+        (
+            Field("targets", TARGETS),
+            Field(
+                "start",
+                BOOL,
+                "start monitoring",
+                key=_required("NPU_MONITOR_START"),
+                flag="--npu-monitor-start",
+            ),
+            Field(
+                "stop",
+                BOOL,
+                "stop monitoring (flush and tear down)",
+                key=_required("NPU_MONITOR_STOP"),
+                flag="--npu-monitor-stop",
+            ),
+            Field(
+                "report_interval_s",
+                INT,
+                "seconds per report (0: unchanged)",
+                default=v.DEFAULT_REPORT_INTERVAL_S,
+                key=_required("REPORT_INTERVAL_S"),
+                minimum=0,
+            ),
+            Field(
+                "duration_s",
+                FLOAT,
+                "stop by itself after this many seconds (0: never)",
+                default=0.0,
+                key=_required("DURATION"),
+                flag="--duration",
+                check=rules.finite(0, "finite, >= 0 s (0: until stopped)"),
+            ),
+            Field(
+                "activity_kinds",
+                NAMES,
+                "comma-separated: " + ", ".join(ACTIVITY_KINDS),
+                default=v.DEFAULT_MONITOR_KINDS,
+                key=KeyOf("MSPTI_ACTIVITY_KIND", required=True, empty_is_default=True),
+                flag="--mspti-activity-kind",
+                check=rules.some_of(ACTIVITY_KINDS),
+            ),
+            Field(
+                "log_file",
+                TEXT,
+                "write records to files in this directory (absolute)",
+                default="",
+                key=_required("NPU_MONITOR_LOG_FILE"),
+                check=rules.optional_output_path,
+            ),
+            Field(
+                "export_type",
+                TEXT,
+                "with --log-file: DB (SQLite) or Jsonl",
+                default=v.DEFAULT_MONITOR_EXPORT,
+                key=KeyOf("NPU_MONITOR_EXPORT_TYPE", required=True, empty_is_default=True),
+                check=_export_type,
+            ),
+            Field(
+                "jsonl_rotate_log_lines",
+                TEXT,
+                "Jsonl lines per file, 100..500000",
+                default="",
+                key="JSONL_ROTATE_LOG_LINES",
+                flag="--json-rotate-log-lines",
+                check=rules.int_text(lambda n: 100 <= n <= 500_000, "an integer in 100..500000"),
+            ),
+            Field(
+                "jsonl_rotate_log_files",
+                TEXT,
+                "Jsonl files kept (-1: all)",
+                default="",
+                key="JSONL_ROTATE_LOG_FILES",
+                flag="--json-rotate-log-files",
+                check=rules.int_text(lambda n: n == -1 or n >= 2, "-1 (keep all) or an integer >= 2"),
+            ),
+            Field(
+                "filter",
+                TEXT,
+                "keep only names containing…: 'Kernel:matmul,conv;API:acl'",
+                default="",
+                key="NPU_MONITOR_FILTER",
+                check=rules.short_text,
+            ),
+            Field(
+                "top_n",
+                INT,
+                "names reported per kind and device, by total time",
+                default=v.DEFAULT_TOP_N,
+                key=KeyOf("TOP_N", empty_is_default=True),
+                legacy=False,
+                check=rules.within(0, v.MAX_TOP_N, f"in 0..{v.MAX_TOP_N} (0: the default {v.DEFAULT_TOP_N})"),
+            ),
+            Field(
+                "auto_trace",
+                AUTO_TRACE,
+                "with --npu-monitor-start: when a name gets slower than its baseline (or than the other "
+                "ranks) by slowdown for `for` intervals, trace `iterations` steps of that process and resume "
+                "monitoring; at most one trace per cooldown per process, max per day per job. Defaults: "
+                "'slowdown=25%,for=3,iterations=2,cooldown=30m,max=3/day' ('on': all of them); see dyno "
+                "incidents",
+                parse=auto_trace,
+                optional=True,
+            ),
         ),
-        Field(
-            "stop",
-            BOOL,
-            "stop monitoring (flush and tear down)",
-            key=_required("NPU_MONITOR_STOP"),
-            flag="--npu-monitor-stop",
-        ),
-        Field(
-            "report_interval_s",
-            INT,
-            "seconds per report (0: unchanged)",
-            default=v.DEFAULT_REPORT_INTERVAL_S,
-            key=_required("REPORT_INTERVAL_S"),
-            minimum=0,
-        ),
-        Field(
-            "duration_s",
-            FLOAT,
-            "stop by itself after this many seconds (0: never)",
-            default=0.0,
-            key=_required("DURATION"),
-            flag="--duration",
-            check=rules.finite(0, "finite, >= 0 s (0: until stopped)"),
-        ),
-        Field(
-            "activity_kinds",
-            NAMES,
-            "comma-separated: " + ", ".join(ACTIVITY_KINDS),
-            default=v.DEFAULT_MONITOR_KINDS,
-            key=KeyOf("MSPTI_ACTIVITY_KIND", required=True, empty_is_default=True),
-            flag="--mspti-activity-kind",
-            check=rules.some_of(ACTIVITY_KINDS),
-        ),
-        Field(
-            "log_file",
-            TEXT,
-            "write records to files in this directory (absolute)",
-            default="",
-            key=_required("NPU_MONITOR_LOG_FILE"),
-            check=rules.optional_output_path,
-        ),
-        Field(
-            "export_type",
-            TEXT,
-            "with --log-file: DB (SQLite) or Jsonl",
-            default=v.DEFAULT_MONITOR_EXPORT,
-            key=KeyOf("NPU_MONITOR_EXPORT_TYPE", required=True, empty_is_default=True),
-            check=_export_type,
-        ),
-        Field(
-            "jsonl_rotate_log_lines",
-            TEXT,
-            "Jsonl lines per file, 100..500000",
-            default="",
-            key="JSONL_ROTATE_LOG_LINES",
-            flag="--json-rotate-log-lines",
-            check=rules.int_text(lambda n: 100 <= n <= 500_000, "an integer in 100..500000"),
-        ),
-        Field(
-            "jsonl_rotate_log_files",
-            TEXT,
-            "Jsonl files kept (-1: all)",
-            default="",
-            key="JSONL_ROTATE_LOG_FILES",
-            flag="--json-rotate-log-files",
-            check=rules.int_text(lambda n: n == -1 or n >= 2, "-1 (keep all) or an integer >= 2"),
-        ),
-        Field(
-            "filter",
-            TEXT,
-            "keep only names containing…: 'Kernel:matmul,conv;API:acl'",
-            default="",
-            key="NPU_MONITOR_FILTER",
-            check=rules.short_text,
-        ),
-        Field(
-            "top_n",
-            INT,
-            "names reported per kind and device, by total time",
-            default=v.DEFAULT_TOP_N,
-            key=KeyOf("TOP_N", empty_is_default=True),
-            legacy=False,
-            check=rules.within(0, v.MAX_TOP_N, f"in 0..{v.MAX_TOP_N} (0: the default {v.DEFAULT_TOP_N})"),
-        ),
-        Field(
-            "auto_trace",
-            AUTO_TRACE,
-            "with --npu-monitor-start: when a name gets slower than its baseline (or than the other ranks) "
-            "by slowdown for `for` intervals, trace `iterations` steps of that process and resume "
-            "monitoring; at most one trace per cooldown per process, max per day per job. Defaults: "
-            "'slowdown=25%,for=3,iterations=2,cooldown=30m,max=3/day' ('on': all of them); see dyno "
-            "incidents",
-            parse=auto_trace,
-            optional=True,
-        ),
+        checks=(_check,),
     ),
-    checks=(_check,),
-    legacy=(v.MSMONITOR_DAEMON,),
+    Usage(legacy=(v.MSMONITOR_DAEMON,), dyno="npu-monitor"),
 )

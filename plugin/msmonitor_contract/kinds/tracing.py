@@ -8,7 +8,8 @@ from typing import Any, List, Mapping
 from ..configtext import BOOL as BOOL_KEY
 from ..configtext import Key, read, render
 from ..rules import FieldError
-from ..schema import BOOL, Field
+from ..schema import Field
+from ..values import BOOL
 
 # A step number, a count of steps, a roundup: beyond these a trace waits for ever or records without end
 # (each step recorded is kept in the job's memory until the trace is written).
