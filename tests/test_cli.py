@@ -166,8 +166,8 @@ def test_a_command_imports_its_own_module_only():
 
 
 def test_each_listed_summary_is_the_first_line_of_its_commands_help():
-    from dyno.cli import Listed
     from dyno.commands import COMMANDS
+    from dyno.flags import Listed
 
     listed = [entry for entry in COMMANDS if isinstance(entry, Listed)]
     assert listed
@@ -179,8 +179,9 @@ def test_each_listed_summary_is_the_first_line_of_its_commands_help():
 def test_each_flag_is_named_as_validation_errors_name_its_field():
     """The checks' messages name the flag a user typed: each CLI flag is its field's in a kind's
     declaration (msmonitor_contract.kinds), by which a check's error names it."""
-    from dyno.cli import TARGETING, Listed
     from dyno.commands import COMMANDS
+    from dyno.declared import TARGETING
+    from dyno.flags import Listed
     from msmonitor_contract.kinds import KINDS
 
     commands = [entry.load() for entry in COMMANDS if isinstance(entry, Listed)]
@@ -193,6 +194,12 @@ def test_each_flag_is_named_as_validation_errors_name_its_field():
 
 def test_status_without_certs_loads_no_cryptography(daemon: Daemon):
     assert loaded("grpc,cryptography", "--port", str(daemon.port), "status") == ["grpc"]
+
+
+def test_status_of_this_projects_daemon_loads_no_legacy_stack(daemon: Daemon):
+    """The C++ daemons' wire is loaded only when the peer turns out to be one."""
+    legacy = "dyno.edge.legacy_commands,msmonitor_contract.kinds"
+    assert loaded(legacy, "--port", str(daemon.port), "status") == []
 
 
 def test_global_options_may_follow_the_command_and_then_win(daemon: Daemon):

@@ -17,11 +17,15 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 import pytest
 
 import dyno.edge.connection
-from dyno.cli import command_parser, fill
+from dyno.app import parsed
 from dyno.commands import dynamic
+from dyno.declared import request as attach_request
 from dyno.main import main
+from dyno.model import DynamicReply
 from dyno.session.interactive import USAGE, Ending, Io, Session
 from dynoproto import dynolog_pb2 as pb
+from dynoproto.convert import to_model, to_proto
+from msmonitor_contract.kinds import DYNAMIC
 from test_cli import loaded
 
 Step = Union[pb.DynamicReply, float]  # a reply to send, or seconds to wait before the next one
@@ -76,6 +80,23 @@ class FakeDynolog:
     def actions(self) -> List[Tuple[int, str]]:
         return [(r.seq, pb.DynamicAction.Name(r.action).removeprefix("DYNAMIC_ACTION_")) for r in self.sent]
 
+    def seen_by_the_session(self, requests: Iterator[Any]) -> Iterator[DynamicReply]:
+        """The fake as the gRPC edge (``Daemon.dynamic``) shows it to a session: the session's requests
+        go out as messages, the replies come back in the client's model."""
+        self(to_proto(pb.DynamicRequest, r) for r in requests)
+        return _Replies(self)
+
+
+class _Replies:
+    def __init__(self, daemon: FakeDynolog) -> None:
+        self._daemon = daemon
+
+    def __iter__(self) -> Iterator[DynamicReply]:
+        return (to_model(DynamicReply, reply) for reply in self._daemon)
+
+    def cancel(self) -> bool:
+        return self._daemon.cancel()
+
 
 Line = Union[str, Callable[[List[str]], str]]  # a callable gets what was printed so far
 
@@ -97,7 +118,7 @@ def converse(
 
     io = Io(read, lambda reply: printed.append(reply.message), printed.append)
     daemon = FakeDynolog(script)
-    ending = Session(io, prompt).run(daemon, pb.DynamicAttach(), job)
+    ending = Session(io, prompt).run(daemon.seen_by_the_session, DYNAMIC.model(), job)
     return ending, daemon, printed
 
 
@@ -193,7 +214,7 @@ def test_the_end_of_the_session_interrupts_a_read_that_has_barely_begun(monkeypa
             with open(read) as stdin, open(write, "wb"):
                 monkeypatch.setattr(sys, "stdin", stdin)
                 bound.start()
-                Session(io).run(stream, pb.DynamicAttach())
+                Session(io).run(stream.seen_by_the_session, DYNAMIC.model())
                 bound.cancel()
                 bound.join()
     finally:
@@ -296,8 +317,8 @@ def test_usage_errors_start_without_grpc():
     ("spelling", "value"), [("--aicpu=on", True), ("--aicpu", True), ("--aicpu=off", False)]
 )
 def test_msprof_switches_take_on_and_off(spelling, value):
-    args = command_parser("dyno dynamic", dynamic.COMMAND).parse_args(["--pid", "5", spelling, "--hccl"])
-    options = fill(pb.DynamicAttach(), dynamic.FLAGS, args).options
+    args = parsed(dynamic.COMMAND, ["--pid", "5", spelling, "--hccl"])
+    options = attach_request(DYNAMIC, dynamic.FLAGS, args).options
     assert (options.aicpu, options.hccl, options.l2) == (value, True, False)
 
 

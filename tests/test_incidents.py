@@ -3,7 +3,6 @@ limits, the --auto-trace text, the request rules, and what the sinks and the acc
 
 from __future__ import annotations
 
-import argparse
 import random
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from dyno.commands.npu_monitor import AutoTrace, auto_trace
 from dynolog.edge import auth
 from dynolog.incidents.actions import rate_limit
 from dynolog.incidents.baseline import Reference, Rule, Series
@@ -28,8 +26,9 @@ from dynoproto import SERVICE
 from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.activity import Kind
 from msmonitor_contract.kinds import NPUMONITOR
-from msmonitor_contract.kinds.npumonitor import AUTO_TRACE
+from msmonitor_contract.kinds.npumonitor import AUTO_TRACE, auto_trace
 from msmonitor_contract.report import KindStat, NameStat, Report
+from msmonitor_contract.values import FlagValueError
 
 RULE = Rule(slowdown=0.25, for_intervals=3, window=10, min_samples=5)
 SETTINGS = Settings(window=10, warmup=2, min_samples=5, min_total_ns=0)
@@ -263,10 +262,11 @@ def test_cooldown_per_process_and_max_per_day_per_job() -> None:
 
 
 def test_auto_trace_text_and_its_defaults() -> None:
+    AutoTrace = AUTO_TRACE.model
     assert auto_trace("slowdown=10%,for=2,iterations=5,cooldown=2h,max=4/day") == AutoTrace(
         0.1, 2, 5, 7200, 4
     )
-    assert auto_trace("on") == AutoTrace() == AutoTrace(0.25, 3, 2, 1800, 3)
+    assert auto_trace("on") == AutoTrace(0.25, 3, 2, 1800, 3)
     assert auto_trace("cooldown=90").cooldown_s == 90
 
 
@@ -279,7 +279,7 @@ def test_auto_trace_text_and_its_defaults() -> None:
     ],
 )
 def test_bad_auto_trace_text_names_the_key(text: str, message: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match=message):
+    with pytest.raises(FlagValueError, match=message):
         auto_trace(text)
 
 

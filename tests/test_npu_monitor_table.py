@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dyno.commands.npu_monitor import render
+from dyno.watch import render
 from dynoproto import dynolog_pb2 as pb
 
 S = 1_000_000_000

@@ -5,7 +5,6 @@ as far as the request every rank would be sent, with its start step, and sends n
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -17,8 +16,9 @@ import pytest
 from dyno.fleet.target import Target
 from dyno.respond import capture, jobs, responder, store
 from dyno.respond.jobs import HostsFrom
-from dyno.tracing import start as trace_start
+from dyno.tracing import sync as trace_sync
 from harness import Daemon, Workload, wait_until
+from msmonitor_contract.values import FlagValueError
 from respond_harness import alert, notification
 
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"
@@ -54,7 +54,7 @@ def test_hosts_from_names_one_of_three_sources():
     assert jobs.hosts_from("kubernetes:app=train-{job}") == HostsFrom("kubernetes", "app=train-{job}")
     assert jobs.hosts_from("file:/etc/hosts.txt") == HostsFrom("file", "/etc/hosts.txt")
     for bad in ("file", "file:", "slurm:x", "pbs", ""):
-        with pytest.raises(argparse.ArgumentTypeError, match="slurm, kubernetes"):
+        with pytest.raises(FlagValueError, match="slurm, kubernetes"):
             jobs.hosts_from(bad)
 
 
@@ -117,7 +117,7 @@ def test_a_dry_run_resolves_the_job_and_records_the_request_it_would_send(node: 
     assert incident.action == "dry run" and incident.hosts == [NODE], incident.timeline
     assert incident.suspect == {"host": "n2", "rank": 1}
     start = incident.steps["start"]  # the ranks make no steps: the least lead ahead of step 0
-    assert (start, incident.steps["stop"]) == (trace_start.SYNC_MIN_LEAD_STEPS, start + 3)
+    assert (start, incident.steps["stop"]) == (trace_sync.SYNC_MIN_LEAD_STEPS, start + 3)
     sent = incident.request
     assert sent is not None and sent["NpuTraceRequest"]["targets"]["job_id"] == str(JOB)
     assert (sent["NpuTraceRequest"]["start_step"], sent["NpuTraceRequest"]["iterations"]) == (str(start), 3)

@@ -13,8 +13,9 @@ import certs_factory as cf
 from certs_factory import Role
 from dyno.fleet import fanout
 from dyno.fleet.target import Target
-from dyno.tracing import start as trace_start
-from dynoproto import dynolog_pb2 as pb
+from dyno.tracing import sync as trace_sync
+from dyno.tracing.send import Order, follow
+from msmonitor_contract.kinds import NPUTRACE
 from test_fanout import A, B, C, Cluster
 from test_traces import profiler_steps
 
@@ -76,25 +77,30 @@ def test_a_start_step_already_passed_is_retried_once_later_on_every_host(
 ):
     """The API `dyno respond` calls: the first step chosen is one every rank has passed (the daemons
     refuse it), so the trace goes out again, later, to every host, and every rank records that step."""
-    chosen: List[trace_start.StepSync] = []
-    choose = trace_start.sync_start_step
+    chosen: List[trace_sync.StepSync] = []
+    choose = trace_sync.sync_start_step
 
-    def first_one_passed(*args: Any, **kwargs: Any) -> trace_start.StepSync:
+    def first_one_passed(*args: Any, **kwargs: Any) -> trace_sync.StepSync:
         sync = choose(*args, **kwargs)
         chosen.append(sync._replace(start_step=sync.furthest_step - 5) if not chosen else sync)
         return chosen[-1]
 
-    monkeypatch.setattr(trace_start, "sync_start_step", first_one_passed)
+    monkeypatch.setattr(trace_sync, "sync_start_step", first_one_passed)
     fleet = fanout.fleet(Target(port=job.port, certs_dir=str(job.client), hosts=",".join(HOSTS)))
-    request = pb.NpuTraceRequest(
-        targets=pb.Targets(job_id=int(JOB_ID)), iterations=2, log_file=str(tmp_path), activities=["CPU"]
+    request = NPUTRACE.build(
+        {
+            "targets": {"job_id": int(JOB_ID)},
+            "iterations": 2,
+            "log_file": str(tmp_path),
+            "activities": ["CPU"],
+        }
     )
-    started = trace_start.start_at_one_step(fleet, request, trace_start.npu_trace_rpc, parallel=8)
+    started = trace_sync.start_at_one_step(fleet, Order(NPUTRACE, request), parallel=8)
     rows = [(o.host, [(p.reason, p.detail) for p in o.answer.response.processes]) for o in started.outcomes]
     assert started.late and len(chosen) == 2 and started.sync == chosen[1], rows
     assert chosen[1].lead_steps >= 2 * chosen[0].lead_steps
     assert [o.state for o in started.outcomes] == ["effective"] * 3, started.outcomes
-    followed = trace_start.follow(started.sync.reached, started.outcomes, timeout=30)
+    followed = follow(started.sync.reached, started.outcomes, timeout=30)
     assert [o.state for o in followed] == ["effective"] * 3, followed
     start = started.sync.start_step
     for outcome in followed:

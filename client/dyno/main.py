@@ -17,14 +17,13 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, NoReturn, Optional, Sequence
 
 from msmonitor_contract.vocabulary import DEFAULT_PORT
 
 from . import __version__
-from .cli import Flag, dispatch, group_parser
-from .commands import COMMANDS
 from .exits import EXIT_USAGE, CliError
+from .flags import Command, Flag
 from .fleet.target import DEFAULT_PARALLEL, DEFAULT_TIMEOUT_S, KEY_PASSWORD_ENV, NO_CERTS, Target
 from .output import escaped_terminal
 
@@ -87,7 +86,6 @@ GLOBAL_FLAGS = (
         minimum=1,
     ),
     Flag("--json", "json", bool, False, "machine-readable JSON on stdout, nothing else"),
-    Flag("--version", None, bool, False, "print dyno's version and exit"),
 )
 
 
@@ -153,19 +151,59 @@ def _reader_gone() -> NoReturn:
 
 
 def _dyno(argv: Sequence[str]) -> None:
-    parser = group_parser("dyno", HELP, COMMANDS, GLOBAL_FLAGS)
-    args = parser.parse_args(argv)
-    if args.version:
-        print(f"dyno {__version__}")
-        return
-    target = Target(**{flag.field: getattr(args, flag.dest) for flag in GLOBAL_FLAGS if flag.field})
+    from . import app  # typer and click: after the signal handler is set
+
+    app.run(_build, argv)
+
+
+def _build() -> Any:
+    """The command line: the global options, then the listed commands (imported when they run)."""
+    import inspect
+
+    import typer
+    from typer._completion_classes import completion_init
+
+    from . import app, completion
+    from .commands import COMMANDS
+
+    completion_init()  # typer's shells for `complete_bash` and the others (completion.py)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("ctx", keyword, annotation=typer.Context)]
+    parameters += [app.parameter(flag) for flag in GLOBAL_FLAGS]
+    parameters += completion.parameters(version=__version__)
+    return app.group("dyno", HELP, COMMANDS, GLOBAL_FLAGS, root=app.signed(_root, parameters))
+
+
+def _root(ctx: Any, **values: Any) -> None:
+    """The group's callback: the global options, kept for the command that runs."""
+    if ctx.invoked_subcommand is None:
+        raise CliError(f"missing command\n\n{ctx.get_help()}", EXIT_USAGE)
+    ctx.obj = values
+    ctx.meta["run"] = _run
+
+
+def _run(prog: str, command: Command, chosen: Dict[str, Any], values: Dict[str, Any]) -> None:
+    """*command* (``dyno certs init``: *prog*) with the global options *chosen* (as a Target) and its own
+    parsed *values*."""
+    from argparse import Namespace
+
+    target = Target(**{flag.field: chosen[flag.dest] for flag in GLOBAL_FLAGS if flag.field})
     if target.fans_out and target.hostname != "localhost":
         raise CliError(
             f"--hostname {target.hostname} and --hosts/--hostfile/--slurm-job both name the hosts: "
             "use --hostname for one, the others for many",
             EXIT_USAGE,
         )
-    dispatch(parser, COMMANDS, args, target, [flag for flag in GLOBAL_FLAGS if flag.field])
+    args = Namespace(**values)
+    if not target.fans_out:
+        command.run(target, args)
+    elif command.across is not None:
+        command.across(target, args)
+    else:
+        raise CliError(
+            f"'{prog}' works with one daemon (or none): --hosts, --hostfile and --slurm-job do not apply",
+            EXIT_USAGE,
+        )
 
 
 if __name__ == "__main__":

@@ -9,13 +9,13 @@ reaches the terminal raw, whichever command prints it; ``--json`` needs none (JS
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import io
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, TextIO
-
-if TYPE_CHECKING:
-    from google.protobuf.message import Message
+import typing
+from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
 # C0 controls but newline and tab, DEL, and C1 (0x9b is CSI on some terminals): ESC sequences retitle
 # windows, move the cursor, rewrite lines, or (OSC 52) set the clipboard; CR overwrites what was shown.
@@ -69,30 +69,52 @@ def control(sequence: str) -> None:
     (stream.stream if isinstance(stream, EscapingStream) else stream).write(sequence)
 
 
-def as_dict(message: Message) -> Dict[str, Any]:
-    """The message as JSON-ready data, every field present, 64-bit integers as numbers.
-
-    (The proto3 JSON mapping writes int64 as strings for JavaScript; our consumers are scripts.)
-    """
-    from google.protobuf import json_format  # only --json pays for it
-
-    data = json_format.MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    _numbers_back(message.DESCRIPTOR, data)
+def as_dict(model: Any) -> Dict[str, Any]:
+    """A model (:mod:`dyno.model`, a kind's request) as JSON-ready data, as the proto3 JSON mapping
+    writes its message with the proto's field names: every field present but an absent message, enums
+    by their proto names (``TRACE_PHASE_FINISHED``); 64-bit integers as numbers, not the mapping's
+    strings (which are for JavaScript; our consumers are scripts)."""
+    hints = typing.get_type_hints(type(model))
+    data: Dict[str, Any] = {}
+    for f in dataclasses.fields(model):
+        value = getattr(model, f.name)
+        if value is None and not _enum_of(hints[f.name]):
+            continue  # an absent message (or an optional number not given)
+        if not isinstance(value, bytes):  # a file's data is never printed
+            data[f.name] = _json(value, hints[f.name])
     return data
 
 
-def _numbers_back(descriptor: Any, data: Dict[str, Any]) -> None:
-    for f in descriptor.fields:
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        if f.type in (f.TYPE_INT64, f.TYPE_UINT64, f.TYPE_SINT64):
-            data[f.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
-        elif f.message_type is not None and not f.message_type.GetOptions().map_entry:
-            for item in value if isinstance(value, list) else [value]:
-                _numbers_back(f.message_type, item)
+def _json(value: Any, hint: Any) -> Any:
+    if isinstance(value, enum.Enum) or value is None:
+        return _enum_name(value, _enum_of(hint))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_dict(value)
+    if isinstance(value, tuple):
+        element = _element(hint)
+        return [_json(v, element) for v in value]
+    return value
+
+
+def _element(hint: Any) -> Any:
+    args = typing.get_args(hint)
+    return args[0] if args else Any
+
+
+def _enum_of(hint: Any) -> Optional[type]:
+    """The enum type a field holds (also as Optional[...] or a tuple's element), or None."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and issubclass(candidate, enum.Enum):
+            return candidate
+    return None
+
+
+def _enum_name(member: Optional[enum.Enum], kind: Optional[type]) -> str:
+    """As the proto names the value: its enum's name in capitals, then the member's; None is the
+    enum's UNSPECIFIED."""
+    assert kind is not None
+    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).upper()
+    return f"{prefix}_{member.name if member is not None else 'UNSPECIFIED'}"
 
 
 def print_json(data: Any, indent: Optional[int] = 2) -> None:

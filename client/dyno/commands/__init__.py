@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..cli import Command, Entry, Group, Listed
+from ..flags import Command, Entry, Group, Listed
 
 
 def _certs() -> Sequence[Command]:

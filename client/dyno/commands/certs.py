@@ -17,8 +17,8 @@ from dynocerts.make import DEFAULT_KEY_TYPE, KEY_TYPES, Terms
 from dynocerts.policy import Role, Violation, common_name, errors, san_names, when
 from msmonitor_contract.vocabulary import split_list
 
-from ..cli import Command, Flag
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
+from ..flags import Command, Flag
 from ..fleet.target import KEY_PASSWORD_ENV, Target
 from ..output import print_json
 

@@ -5,78 +5,41 @@ collection windows at a prompt, as often as needed. The conversation itself is
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from argparse import Namespace
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from msmonitor_contract.vocabulary import (
-    DEFAULT_DYNAMIC_COMMAND_LIMIT,
-    DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
-    DEFAULT_NPU_ACTIVITIES,
-    FLAG_NAMES,
-    KINETO_QUIET,
-    split_list,
-)
+from msmonitor_contract.kinds import DYNAMIC
+from msmonitor_contract.vocabulary import KINETO_QUIET
 
-from ..cli import Command, Flag, check_fields, field_flag, fill, int_list, on_off
+from ..declared import declared, request
 from ..exits import EXIT_USAGE, CliError
+from ..flags import Command, Flag, check_fields, int_list
 from ..fleet.target import Target, absolute_path
 
 if TYPE_CHECKING:  # subprocess, socket and the rest only when a session runs: `dyno --help` loads this
     import subprocess
 
-    from dynoproto import dynolog_pb2 as pb
-
     from ..session.interactive import Ending
 
+# The declaration's, but --pid (attach to these) is the one target, and --launch-timeout counts only when
+# dyno launches the job.
 FLAGS = (
-    Flag("--pid", "targets.pids", int_list, None, "attach to these running processes", aliases=("--pids",)),
+    *declared(
+        DYNAMIC,
+        skip=("targets.job_id", "targets.ranks", "targets.process_limit"),
+        targets__pids=Flag(
+            "--pid", "targets.pids", int_list, None, "attach to these running processes", aliases=("--pids",)
+        ),
+    ),
     Flag(
         "--output",
         None,
         str,
         None,
         "where the PROF_ directories go, on the job's node (default: here, when the daemon is local)",
-    ),
-    Flag("--activities", "options.activities", split_list, DEFAULT_NPU_ACTIVITIES, "CPU, NPU or both"),
-    Flag("--record-shapes", "options.record_shapes", bool, False, "operator input shapes and types"),
-    Flag("--profile-memory", "options.profile_memory", bool, False, "operator memory"),
-    Flag("--with-stack", "options.with_stack", bool, False, "Python call stacks"),
-    Flag("--with-modules", "options.with_modules", bool, False, "module hierarchy"),
-    Flag("--task-time", "options.task_time", str, None, "task timing level: l0, l1, l2, on (= l1) or off"),
-    Flag("--aic-metrics", "options.aic_metrics", str, None, "AI Core metrics, e.g. PipeUtilization"),
-    Flag("--host-sys", "options.host_sys", split_list, None, "host data: some of cpu,mem,disk,network,osrt"),
-    field_flag("options.export_type", str, None, "export format: text or db"),
-    Flag("--runtime-api", "options.runtime_api", on_off, "off", "Runtime API calls"),
-    Flag("--aicpu", "options.aicpu", on_off, "off", "AI CPU operators"),
-    Flag("--model-execution", "options.model_execution", on_off, "off", "model execution (GE) timing"),
-    Flag("--hccl", "options.hccl", on_off, "off", "HCCL communication"),
-    Flag("--msproftx", "options.msproftx", on_off, "off", "msproftx / mstx markers"),
-    Flag("--ascendcl", "options.ascendcl", on_off, "off", "AscendCL API calls"),
-    Flag("--l2", "options.l2", on_off, "off", "L2 cache hit rates"),
-    Flag("--sys-hardware-mem", "options.sys_hardware_mem", on_off, "off", "on-chip memory bandwidth"),
-    field_flag(
-        "idle_timeout_s",
-        float,
-        DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
-        "seconds without a window before the session ends",
-    ),
-    Flag(
-        "--command-limit",
-        "command_limit",
-        int,
-        DEFAULT_DYNAMIC_COMMAND_LIMIT,
-        "start/stop commands before the session ends",
-    ),
-    # set only when a launched job started (field None: fill leaves it unset when attaching to pids)
-    Flag(
-        FLAG_NAMES["wait_registration_s"],
-        None,
-        float,
-        "60",
-        "launch mode: seconds the job has to register",
-        minimum=0,
     ),
     Flag("--app-log", None, str, None, "launch mode: append the job's stdout and stderr to this file"),
     Flag("command", None, str, None, "launch mode: the job to start, and its arguments", repeat=True),
@@ -101,28 +64,28 @@ def run(target: Target, args: Namespace) -> None:
       printf 'start\nsleep 5\nstop\nquit\n' | dyno dynamic --pid 4242 --output /data/prof --json
     """
     _check_usage(target, args)  # before gRPC loads: a usage error answers at once
-    from dynoproto import dynolog_pb2 as pb
-    from msmonitor_contract.kinds import DYNAMIC
-
-    from ..edge.connection import connect
+    from ..edge.rpc import Daemon
     from ..session import interactive
 
-    attach = fill(pb.DynamicAttach(), FLAGS, args)
-    attach.output = absolute_path(target, args.output) if args.output else os.getcwd()
-    _identify(attach.client)
+    output = absolute_path(target, args.output) if args.output else os.getcwd()
+    attach = request(DYNAMIC, FLAGS, args, output=output, client=_identity())
     errors = DYNAMIC.check(attach)
     if args.command:  # the job's pid is known once it started, after these checks
         errors = [e for e in errors if e.field != "targets.pids"]
+    else:  # the processes run already: nothing to wait for
+        attach = dataclasses.replace(attach, wait_registration_s=0.0)
     check_fields(errors)
     io, prompt = interactive.console(target.json)
-    with connect(target, "dyno dynamic") as stub:
-        job = None
-        if args.command:
-            stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)  # no job without a daemon
-            job = _launch(args.command, args.app_log)
-            attach.targets.pids.append(job.pid)
-            attach.wait_registration_s = args.launch_timeout
-        ending = interactive.Session(io, prompt).run(stub.Dynamic, attach, job)
+    daemon = Daemon(target, "dyno dynamic")
+    job = None
+    if args.command:
+        daemon.ping()  # no job without a daemon that holds sessions
+        job = _launch(args.command, args.app_log)
+        attach = dataclasses.replace(attach, targets=dataclasses.replace(attach.targets, pids=(job.pid,)))
+    with contextlib.ExitStack() as scope:
+        ending = interactive.Session(io, prompt).run(
+            lambda requests: scope.enter_context(daemon.dynamic(requests)), attach, job
+        )
     _finish(ending, job)
 
 
@@ -224,16 +187,15 @@ def _reap(job: subprocess.Popen[bytes], wait_s: float) -> Optional[int]:
         return None
 
 
-def _identify(client: pb.DynamicClient) -> None:
+def _identity() -> Dict[str, Any]:
     """Who is asking, for dynolog's log and ``dyno processes`` (HELD BY)."""
     import getpass
     import socket
 
+    user = ""
     with contextlib.suppress(KeyError, OSError):  # a uid without a name, as in some containers
-        client.user = getpass.getuser()
-    client.uid = os.getuid()
-    client.hostname = socket.gethostname()
-    client.pid = os.getpid()
+        user = getpass.getuser()
+    return {"user": user, "uid": os.getuid(), "hostname": socket.gethostname(), "pid": os.getpid()}
 
 
 COMMAND = Command("dynamic", run, FLAGS)

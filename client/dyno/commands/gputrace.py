@@ -1,41 +1,19 @@
-"""``dyno gputrace``: dynolog's on-demand Kineto trace, for stock PyTorch and plugin processes alike."""
+"""``dyno gputrace``: dynolog's on-demand Kineto trace, for stock PyTorch and plugin processes alike.
+Its flags are the declaration's (:data:`msmonitor_contract.kinds.GPUTRACE`), field by field."""
 
 from __future__ import annotations
 
+import dataclasses
 from argparse import Namespace
 
-from msmonitor_contract.vocabulary import DEFAULT_DURATION_MS, DEFAULT_START_ITERATION_ROUNDUP
+from msmonitor_contract.kinds import GPUTRACE
 
-from ..cli import COLLECT, SYNC, TARGETING, WAIT_TIMEOUT, Command, Flag, field_flag, fill
+from ..declared import declared, request
+from ..flags import COLLECT, SYNC, WAIT, WAIT_TIMEOUT, Command, Flag
 from ..fleet.target import Target
 
 FLAGS = (
-    Flag(
-        "--log-file",
-        "log_file",
-        str,
-        None,
-        "trace file on the traced node; _<pid> is inserted before .json",
-        required=True,
-    ),
-    Flag(
-        "--duration-ms", "duration_ms", int, DEFAULT_DURATION_MS, "length of the trace (without --iterations)"
-    ),
-    Flag("--iterations", "iterations", int, -1, "steps to record (> 0 selects iteration mode)"),
-    field_flag("profile_start_time_ms", int, 0, "epoch ms to start; 0: now"),
-    Flag(
-        "--profile-start-iteration-roundup",
-        "profile_start_iteration_roundup",
-        int,
-        DEFAULT_START_ITERATION_ROUNDUP,
-        "start at the next multiple of this step",
-    ),
-    *TARGETING,
-    Flag("--record-shapes", "record_shapes", bool, False, "operator input shapes"),
-    Flag("--profile-memory", "profile_memory", bool, False, "memory profile (duration traces)"),
-    Flag("--with-stacks", "with_stack", bool, False, "Python call stacks", aliases=("--with-stack",)),
-    Flag("--with-flops", "with_flops", bool, False, "operator FLOPs"),
-    Flag("--with-modules", "with_modules", bool, False, "module hierarchy"),
+    *declared(GPUTRACE),
     Flag(
         "--fail-on-no-process",
         None,
@@ -43,7 +21,7 @@ FLAGS = (
         False,
         "exit 1 when no process matched (without it, as dynolog: the answer says so and dyno exits 0)",
     ),
-    Flag("--wait", None, bool, False, "wait until every triggered process wrote its file"),
+    WAIT._replace(help="wait until every triggered process wrote its file"),
     WAIT_TIMEOUT,
     COLLECT,
     SYNC,
@@ -55,21 +33,11 @@ def run(target: Target, args: Namespace) -> None:
 
     Example: dyno gputrace --log-file /tmp/t.json --iterations 5 --wait
     """
-    from dynoproto import dynolog_pb2 as pb
-    from msmonitor_contract.kinds import GPUTRACE
-
     from ..tracing.start import start_trace
 
-    request = fill(pb.GpuTraceRequest(), FLAGS, args)
-    request.iterations = max(request.iterations, 0)  # dynolog's -1, "not given", is 0 on the wire
-    start_trace(
-        target,
-        args,
-        request,
-        GPUTRACE.check,
-        lambda stub: stub.GpuTrace,
-        no_match_ok=not args.fail_on_no_process,
-    )
+    trace = request(GPUTRACE, FLAGS, args)
+    trace = dataclasses.replace(trace, iterations=max(trace.iterations, 0))  # dynolog's -1 is 0 on the wire
+    start_trace(target, args, GPUTRACE, trace, no_match_ok=not args.fail_on_no_process)
 
 
-COMMAND = Command("gputrace", run, FLAGS, across=run)  # run fans out itself: trace_start.start_trace
+COMMAND = Command("gputrace", run, FLAGS, across=run)  # run fans out itself: tracing.start.start_trace

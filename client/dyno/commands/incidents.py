@@ -7,17 +7,17 @@ from __future__ import annotations
 import os
 import time
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ..cli import JOB_ID, Command, Flag, directory, fill
+from ..declared import JOB_ID
 from ..exits import EXIT_USAGE, CliError
+from ..flags import Command, Flag, directory
 from ..fleet.target import Target
+from ..model import IncidentInfo
 from ..output import as_dict, duration, print_json, rank_text, table
 from ..respond import ENV
 
 if TYPE_CHECKING:
-    from dynoproto import dynolog_pb2 as pb
-
     from ..respond.store import Incident
 
 FLAGS = (
@@ -30,8 +30,8 @@ FLAGS = (
         repeat=True,
         usage="[show ID]",
     ),
-    JOB_ID._replace(field="job_id", aliases=("--job",)),
-    Flag("--limit", "limit", int, 0, "only the most recent this many (0: all the daemon keeps)", minimum=0),
+    JOB_ID._replace(field=None, aliases=("--job",)),
+    Flag("--limit", None, int, 0, "only the most recent this many (0: all the daemon keeps)", minimum=0),
     Flag(
         "--from",
         None,
@@ -74,13 +74,13 @@ def run(target: Target, args: Namespace) -> None:
         info = get(target, incident_id)
         print_json(as_dict(info)) if target.json else print(show_text(info))
         return
-    reply = ask(target, args)
+    incidents = ask(target, args)
     if target.json:
-        print_json(to_json(reply))
-    elif not reply.incidents:
+        print_json(to_json(incidents))
+    elif not incidents:
         print("No incidents. Detection runs where monitoring started with --auto-trace (dyno npu-monitor).")
     else:
-        print(table(HEADERS, rows(reply)))
+        print(table(HEADERS, rows(incidents)))
 
 
 def across(target: Target, args: Namespace) -> None:
@@ -98,33 +98,27 @@ def across(target: Target, args: Namespace) -> None:
     fanout.run(target, lambda one: ask(one, args), fanout.View(HEADERS, rows, to_json))
 
 
-def ask(target: Target, args: Namespace) -> pb.ListIncidentsResponse:
-    from dynoproto import dynolog_pb2 as pb
+def ask(target: Target, args: Namespace) -> Tuple[IncidentInfo, ...]:
+    from ..edge.rpc import Daemon
 
-    from ..edge.connection import connect
-
-    with connect(target, "dyno incidents") as stub:
-        return stub.ListIncidents(fill(pb.ListIncidentsRequest(), FLAGS, args), timeout=target.timeout)
+    return Daemon(target, "dyno incidents").list_incidents(args.job_id, args.limit)
 
 
-def get(target: Target, incident_id: int) -> pb.IncidentInfo:
-    from dynoproto import dynolog_pb2 as pb
+def get(target: Target, incident_id: int) -> IncidentInfo:
+    from ..edge.rpc import Daemon
 
-    from ..edge.connection import connect
-
-    with connect(target, "dyno incidents") as stub:
-        return stub.GetIncident(pb.GetIncidentRequest(id=incident_id), timeout=target.timeout)
+    return Daemon(target, "dyno incidents").get_incident(incident_id)
 
 
-def to_json(reply: pb.ListIncidentsResponse) -> List[Dict[str, Any]]:
-    return list(as_dict(reply)["incidents"])
+def to_json(incidents: Sequence[IncidentInfo]) -> List[Dict[str, Any]]:
+    return [as_dict(i) for i in incidents]
 
 
-def rows(reply: pb.ListIncidentsResponse) -> List[List[str]]:
-    return [_row(i) for i in reply.incidents]
+def rows(incidents: Sequence[IncidentInfo]) -> List[List[str]]:
+    return [_row(i) for i in incidents]
 
 
-def show_text(i: pb.IncidentInfo) -> str:
+def show_text(i: IncidentInfo) -> str:
     """One incident: who, what, baseline against now per name, the trace's files, the timeline."""
     where = "host" if i.device < 0 else f"device {i.device}"
     lines = [
@@ -154,7 +148,7 @@ def show_text(i: pb.IncidentInfo) -> str:
     return "\n".join(lines)
 
 
-def _row(i: pb.IncidentInfo) -> List[str]:
+def _row(i: IncidentInfo) -> List[str]:
     return [
         str(i.id),
         duration(time.time() - i.at),
@@ -169,7 +163,7 @@ def _row(i: pb.IncidentInfo) -> List[str]:
     ]
 
 
-def _ratio(i: pb.IncidentInfo) -> str:
+def _ratio(i: IncidentInfo) -> str:
     return _times(i.current_ns, i.baseline_ns)
 
 

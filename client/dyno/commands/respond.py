@@ -11,8 +11,8 @@ import time
 from argparse import Namespace
 from typing import Any, Tuple
 
-from ..cli import WAIT_TIMEOUT, Command, Flag, directory
 from ..exits import EXIT_USAGE, CliError
+from ..flags import WAIT_TIMEOUT, Command, Flag, directory
 from ..fleet.target import Target
 from ..respond import ENV
 from ..respond.jobs import hosts_from

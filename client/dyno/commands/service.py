@@ -6,14 +6,15 @@ dyno service export --input-path ~/.ms_server_profiler --output-path ./out --for
 
 from __future__ import annotations
 
-import argparse
 import sys
 from argparse import Namespace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Sequence, Tuple
 
-from ..cli import Command, Flag
+from msmonitor_contract.values import FlagValueError
+
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
+from ..flags import Command, Flag
 from ..fleet.target import Target
 from ..output import print_json
 
@@ -28,7 +29,7 @@ def format_list(text: str) -> List[str]:
     formats = text.replace(",", " ").split()
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
-        raise argparse.ArgumentTypeError(f"choose from {', '.join(FORMATS)}, got {text!r}")
+        raise FlagValueError(f"choose from {', '.join(FORMATS)}, got {text!r}")
     return formats
 
 
@@ -63,7 +64,7 @@ def _formats(args: Namespace) -> List[str]:
         raise CliError(f"{' '.join(more)}: unexpected; formats follow --format", EXIT_USAGE)
     try:
         formats = [f for values in given for f in values] + [f for word in more for f in format_list(word)]
-    except argparse.ArgumentTypeError as exc:
+    except FlagValueError as exc:
         raise CliError(f"--format: {exc}", EXIT_USAGE) from None
     return formats or list(FORMATS)
 
@@ -115,7 +116,7 @@ def export(target: Target, args: Namespace) -> None:
     except OSError as exc:
         raise CliError(f"{exc.filename or output}: {exc.strerror or exc}", EXIT_FAILED) from None
     if target.json:
-        print_json(_report(inputs, recording, root, output, written, skipped))
+        print_json(_report(inputs, recording, (root, output), _Written(written, skipped)))
         return
     for name, why in skipped.items():
         print(f"not written: {output / name}: {why}", file=sys.stderr)
@@ -145,16 +146,18 @@ def _summaries(recording: Recording, output: Path, skipped: Dict[str, str]) -> L
         return []
 
 
+class _Written(NamedTuple):
+    paths: List[Path]
+    skipped: Dict[str, str]  # file name -> why it was not written
+
+
 def _report(
-    inputs: Inputs,
-    recording: Recording,
-    root: Path,
-    output: Path,
-    written: List[Path],
-    skipped: Dict[str, str],
+    inputs: Inputs, recording: Recording, folders: Tuple[Path, Path], written: _Written
 ) -> Dict[str, Any]:
+    """``--json``'s summary: what was read (*folders*: the input and output paths) and written."""
     from ..service_export.model import SPAN
 
+    root, output = folders
     spans = sum(m.kind == SPAN for m in recording.marks)
     return {
         "input_path": str(root),
@@ -169,8 +172,8 @@ def _report(
             "api": len(recording.api),
             "kernel": len(recording.kernel),
         },
-        "written": [str(p) for p in written],
-        "skipped": skipped,
+        "written": [str(p) for p in written.paths],
+        "skipped": written.skipped,
     }
 
 

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 from .. import waiting
-from ..cli import Command, Flag
+from ..flags import Command, Flag
 from ..fleet.target import Target
+from ..model import GetStatusResponse, IpcCounters, LegacyStatus, MsMonitorStatus
 from ..output import as_dict, duration, print_json
 
-if TYPE_CHECKING:
-    from dynoproto import dynolog_pb2 as pb
-
-    from ..edge.legacy_commands import LegacyStatus
-
-    Status = Union[pb.GetStatusResponse, LegacyStatus]
+Status = Union[GetStatusResponse, LegacyStatus]
 
 
 def run(target: Target, args: Namespace) -> None:
     """Daemon health and counts: version, uptime, IPC endpoints, registered processes."""
-    from ..edge.legacy_commands import LegacyStatus
-
     status = waiting.until(lambda: ask(target), lambda _: None) if args.wait else ask(target)
     if target.json:
         print_json(to_json(status))
@@ -40,22 +34,12 @@ def across(target: Target, args: Namespace) -> None:
 
 def ask(target: Target) -> Status:
     """The daemon's status; a C++ daemon's (dyno.edge.legacy) when that is what the host runs."""
-    from dynoproto import dynolog_pb2 as pb
+    from ..edge.rpc import Daemon
 
-    from ..edge import legacy_commands
-    from ..edge.connection import connect
-    from ..edge.legacy import LegacyDaemon
-
-    try:
-        with connect(target, "dyno status") as stub:
-            return stub.GetStatus(pb.GetStatusRequest(), timeout=target.timeout)
-    except LegacyDaemon as old:
-        return legacy_commands.status(old.host)
+    return Daemon(target, "dyno status").status()
 
 
 def to_json(status: Status) -> Dict[str, Any]:
-    from ..edge.legacy_commands import LegacyStatus
-
     if isinstance(status, LegacyStatus):  # getStatus's own keys, as msMonitor's scripts read them
         return {"legacy": status.flavor, "version": status.version, "tls": status.tls, **status.reply}
     data = as_dict(status)
@@ -64,8 +48,6 @@ def to_json(status: Status) -> Dict[str, Any]:
 
 
 def _row(status: Status) -> List[str]:
-    from ..edge.legacy_commands import LegacyStatus
-
     if isinstance(status, LegacyStatus):  # what getStatus tells: msMonitor's states, or nothing
         get = status.get
         tls = "mTLS" if status.tls else "plain"
@@ -78,7 +60,7 @@ def _row(status: Status) -> List[str]:
             get("npumonitor"),
             get("current_step"),
         ]
-    m = status.msmonitor
+    m = status.msmonitor or MsMonitorStatus()
     return [
         status.version,
         duration(status.uptime_s),
@@ -90,13 +72,13 @@ def _row(status: Status) -> List[str]:
     ]
 
 
-def _print(target: Target, status: pb.GetStatusResponse) -> None:
+def _print(target: Target, status: GetStatusResponse) -> None:
     ipc = (
         ", ".join(status.ipc_addresses)
         if status.ipc_enabled
         else "off (start dynolog with --enable-ipc-monitor)"
     )
-    c = status.ipc
+    c = status.ipc or IpcCounters()
     print(f"dynolog {status.version} on {status.hostname} (pid {status.pid}), up {duration(status.uptime_s)}")
     print(f"  transport:  {'mutual TLS' if status.tls else 'plaintext'} at {target.address}")
     print(f"  ipc:        {ipc}")
@@ -108,7 +90,7 @@ def _print(target: Target, status: pb.GetStatusResponse) -> None:
         f"  datagrams:  {c.received} received, {c.handled} handled, {c.malformed} malformed, "
         f"{c.rejected_senders} from rejected senders; {c.replied} replied, {c.send_errors} replies lost"
     )
-    m = status.msmonitor
+    m = status.msmonitor or MsMonitorStatus()
     steps = f", steps {m.start_step}-{m.stop_step}" if m.start_step >= 0 else ""
     print(f"  nputrace:   {m.nputrace}{steps}; npumonitor: {m.npumonitor}; current step {m.current_step}")
     dropped = ", ".join(f"{n} at {where}" for where, n in sorted(status.dropped.items()) if n) or "nothing"
@@ -133,8 +115,9 @@ def _print_legacy(target: Target, status: LegacyStatus) -> None:
     print(f"  getStatus:  {wire.reply(status.reply).decode()}")
 
 
-def msmonitor_fields(m: pb.MsMonitorStatus) -> Dict[str, Any]:
+def msmonitor_fields(m: Optional[MsMonitorStatus]) -> Dict[str, Any]:
     """msMonitor's getStatus shape: start_step and stop_step only while a trace is Running or Ready."""
+    m = m or MsMonitorStatus()
     fields: Dict[str, Any] = {
         "nputrace": m.nputrace,
         "npumonitor": m.npumonitor,

@@ -4,20 +4,18 @@ recent traces, with their ids."""
 from __future__ import annotations
 
 from argparse import Namespace
-from typing import TYPE_CHECKING
+from typing import Any, Dict, Sequence, Tuple
 
-from ..cli import COLLECT, WAIT_TIMEOUT, Command, Flag, fill
 from ..exits import EXIT_USAGE, CliError
+from ..flags import COLLECT, WAIT_TIMEOUT, Command, Flag
 from ..fleet.target import Target
+from ..model import TraceInfo, TraceSummary
 from ..output import as_dict, print_json
-
-if TYPE_CHECKING:
-    from dynoproto import dynolog_pb2 as pb
 
 FLAGS = (
     Flag(
         "trace_id",
-        "trace_id",
+        None,
         str,
         None,
         "the id nputrace or gputrace printed; without it, the recent traces and their ids",
@@ -55,7 +53,7 @@ def run(target: Target, args: Namespace) -> None:
 
     if _listing(args):
         listed = recent(target, args)
-        print_json(as_dict(listed)) if target.json else print_traces(listed)
+        print_json(listed_json(listed)) if target.json else print_traces(listed)
         return
     info = ask(target, args)
     if target.json:
@@ -75,7 +73,7 @@ def across(target: Target, args: Namespace) -> None:
     from ..tracing.progress import LIST_HEADERS, TRACE_HEADERS, listed_rows, trace_rows
 
     if _listing(args):
-        listing = fanout.View(LIST_HEADERS, listed_rows, as_dict)
+        listing = fanout.View(LIST_HEADERS, listed_rows, listed_json)
         asked = fanout.gather(fanout.fleet(target), lambda one: recent(one, args), target.parallel)
         fanout.show(target, asked, listing)
         fanout.verdict(asked)
@@ -108,16 +106,17 @@ def _listing(args: Namespace) -> bool:
     return True
 
 
-def recent(target: Target, args: Namespace) -> pb.ListTracesResponse:
-    from dynoproto import dynolog_pb2 as pb
+def recent(target: Target, args: Namespace) -> Tuple[TraceSummary, ...]:
+    from ..edge.rpc import Daemon
 
-    from ..edge.connection import connect
-
-    with connect(target, "dyno trace") as stub:
-        return stub.ListTraces(pb.ListTracesRequest(limit=args.limit), timeout=target.timeout)
+    return Daemon(target, "dyno trace").list_traces(args.limit)
 
 
-def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
+def listed_json(listed: Sequence[TraceSummary]) -> Dict[str, Any]:
+    return {"traces": [as_dict(t) for t in listed]}
+
+
+def _verdict(info: TraceInfo, args: Namespace) -> str:
     """Why the answer is a failure: a process failed the trace (not one it was cancelled in: that was
     asked for), or --wait gave up before it was done."""
     from ..tracing.progress import trace_failed
@@ -128,22 +127,17 @@ def _verdict(info: pb.TraceInfo, args: Namespace) -> str:
     return failed
 
 
-def ask(target: Target, args: Namespace, label: str = "") -> pb.TraceInfo:
-    from dynoproto import dynolog_pb2 as pb
-
-    from ..edge.connection import connect
+def ask(target: Target, args: Namespace, label: str = "") -> TraceInfo:
+    from ..edge.rpc import Daemon
     from ..tracing.progress import watch
 
-    request = fill(pb.GetTraceRequest(), FLAGS, args)
     if args.cancel:
-        with connect(target, "dyno trace --cancel") as stub:
-            cancelled = stub.CancelTrace(request, timeout=target.timeout)
+        cancelled = Daemon(target, "dyno trace --cancel").cancel_trace(args.trace_id)
         if not args.wait or cancelled.done:
             return cancelled
     if args.wait:
-        return watch(target, request.trace_id, args.wait_timeout, quiet=target.json, label=label)
-    with connect(target, "dyno trace") as stub:
-        return stub.GetTrace(request, timeout=target.timeout)
+        return watch(target, args.trace_id, args.wait_timeout, quiet=target.json, label=label)
+    return Daemon(target, "dyno trace").get_trace(args.trace_id)
 
 
 COMMAND = Command("trace", run, FLAGS, across)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict
 
 from .. import __version__
-from ..cli import Command
+from ..flags import Command
 from ..fleet.target import Target
+from ..model import GetVersionResponse
 from ..output import as_dict, print_json
-
-if TYPE_CHECKING:
-    from dynoproto import dynolog_pb2 as pb
 
 
 def run(target: Target, args: Namespace) -> None:
@@ -32,24 +30,14 @@ def across(target: Target, args: Namespace) -> None:
     fanout.run(target, ask, view)
 
 
-def ask(target: Target) -> pb.GetVersionResponse:
+def ask(target: Target) -> GetVersionResponse:
     """The daemon's version; a C++ daemon's (dyno.edge.legacy) names its API as the legacy JSON RPC."""
-    from dynoproto import dynolog_pb2 as pb
+    from ..edge.rpc import Daemon
 
-    from ..edge import legacy_commands
-    from ..edge.connection import connect
-    from ..edge.legacy import LegacyDaemon
-
-    try:
-        with connect(target, "dyno version") as stub:
-            return stub.GetVersion(pb.GetVersionRequest(), timeout=target.timeout)
-    except LegacyDaemon as old:
-        return pb.GetVersionResponse(
-            version=legacy_commands.version(old.host), api=f"legacy JSON RPC ({old.host.flavor})"
-        )
+    return Daemon(target, "dyno version").version()
 
 
-def to_json(version: pb.GetVersionResponse) -> Dict[str, Any]:
+def to_json(version: GetVersionResponse) -> Dict[str, Any]:
     return {"cli": __version__, "daemon": as_dict(version)}
 
 

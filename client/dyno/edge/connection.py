@@ -97,12 +97,12 @@ def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
         yield pb_grpc.DynologStub(channel)
     except grpc.RpcError as exc:
         channel.close()  # before any legacy call: the stock daemon serves one connection at a time
-        raise _failure(target, exc, feature, started) from None
+        raise failure(target, exc, feature, started) from None
     finally:
         channel.close()
 
 
-def _failure(target: Target, exc: grpc.RpcError, feature: str, started: float) -> CliError:
+def failure(target: Target, exc: grpc.RpcError, feature: str, started: float) -> CliError:
     """The gRPC failure as a CliError, or as LegacyDaemon when a legacy getStatus answers instead.
     The legacy calls end with the host's --timeout, but get two handshakes' time at least: gRPC may
     still hold a connection it was making when the call failed (closed at its handshake bound), and
@@ -122,7 +122,7 @@ def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
     detail = (exc.details() if isinstance(exc, grpc.Call) else str(exc)) or ""
     reason = unreachable_reason(target, code, detail)
     if code is grpc.StatusCode.UNAVAILABLE:
-        transport = transport_failure(target, detail)
+        transport = transportfailure(target, detail)
         if transport is not None:
             return CliError(
                 f"cannot reach dynolog at {target.address}: {transport}", EXIT_UNREACHABLE, reason
@@ -160,10 +160,10 @@ def unreachable_reason(target: Target, code: grpc.StatusCode, detail: str) -> st
         return "refused"
     if "timed out" in detail:  # connect() or the SETTINGS frame, within HANDSHAKE_S
         return "timeout"
-    return "TLS" if transport_failure(target, detail) is not None else "unavailable"
+    return "TLS" if transportfailure(target, detail) is not None else "unavailable"
 
 
-def transport_failure(target: Target, detail: str) -> Optional[str]:
+def transportfailure(target: Target, detail: str) -> Optional[str]:
     """What a failed connection means for TLS, read from gRPC's error text; None when it is not TLS."""
     certs = target.certs_dir
     if "Hostname Verification Check failed" in detail:

@@ -1,106 +1,98 @@
-"""dyno's commands as a C++ dynolog or msMonitor daemon takes them (dyno.edge.legacy): status, version,
-nputrace, gputrace and npu-monitor, each as the legacy request its own CLI sends, and each answer in
-the shape this project's daemon gives, so it prints (one host, a fan-out's table, --json) as theirs.
+"""dyno's commands as a C++ dynolog or msMonitor daemon takes them (:mod:`.legacy`): status, version,
+and each command kind those daemons take (its declaration says which: ``Kind.legacy``) as the legacy
+request their own CLI sends, each answer in the client's model, so it prints (one host, a fan-out's
+table, --json) as this project's daemon's does.
 
-The config text is what those CLIs write (reference: legacy-wire.md), from the plugin's key tables:
-msMonitor's nputrace keys (always step-based), dynolog's gputrace keys, msMonitor's npu-monitor keys
-(without this project's TOP_N). What the old daemons cannot do is refused per host, before sending.
+The config text is the kind's, as those CLIs write it (reference: legacy-wire.md): msMonitor's
+nputrace keys (always step-based), dynolog's gputrace keys, msMonitor's npu-monitor keys (without this
+project's TOP_N). A kind a C++ daemon does not take, and what it cannot do, are refused per host,
+before sending: never sent as another kind.
 """
 
 from __future__ import annotations
 
-from argparse import Namespace
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Union
+from typing import Any, Callable, Dict, List, Optional
 
-from dynoproto import dynolog_pb2 as pb
 from dynoproto import legacy as wire
-from dynoproto.convert import fields
-from msmonitor_contract.kinds import GPUTRACE, NPUMONITOR, NPUTRACE
 from msmonitor_contract.kinds.gputrace import kineto_output_file
+from msmonitor_contract.schema import Kind
+from msmonitor_contract.vocabulary import CommandKind, CommandStatus, Reason
 
-from .legacy import MSMONITOR, LegacyHost
-
-
-@dataclass(frozen=True)
-class LegacyStatus:
-    """What ``dyno status`` shows of a C++ daemon: which one, its version, its getStatus as it is."""
-
-    flavor: str
-    version: str
-    tls: bool
-    reply: Dict[str, Any]
-
-    def get(self, key: str) -> str:
-        return str(self.reply.get(key, "-"))
+from ..model import CommandResponse, GetVersionResponse, LegacyStatus, ProcessOutcome
+from .legacy import LegacyHost
 
 
 def status(host: LegacyHost) -> LegacyStatus:
-    return LegacyStatus(host.flavor, version(host), host.target.tls, host.status)
+    return LegacyStatus(host.flavor, _version(host), host.target.tls, host.status)
 
 
-def version(host: LegacyHost) -> str:
+def version(host: LegacyHost) -> GetVersionResponse:
+    """A C++ daemon names its API as the legacy JSON RPC; it has no Python."""
+    return GetVersionResponse(version=_version(host), api=f"legacy JSON RPC ({host.flavor})")
+
+
+def _version(host: LegacyHost) -> str:
     return str(host.call(wire.call(wire.GET_VERSION)).get("version", "?"))
 
 
 # --- commands -----------------------------------------------------------------------------------------
 
 
-def trace(
-    host: LegacyHost, request: Union[pb.NpuTraceRequest, pb.GpuTraceRequest], args: Namespace
-) -> pb.CommandResponse:
-    """nputrace or gputrace (by *request*'s type) as setKinetOnDemandRequest; --wait and --collect
-    follow a trace by its id, which only this project's daemon gives."""
-    for flag, given in (("--wait", args.wait), ("--collect", args.collect)):
-        if given:
-            raise host.refusal(flag)
-    if isinstance(request, pb.NpuTraceRequest):
-        return _set_config(host, request.targets, _nputrace_text(host, request), lambda pid: request.log_file)
-    text = _gputrace_text(host, request)
-    return _set_config(host, request.targets, text, lambda pid: kineto_output_file(request.log_file, pid))
+def command(host: LegacyHost, kind: Kind, request: Any) -> CommandResponse:
+    """*request* of *kind* as setKinetOnDemandRequest, where the host's daemon takes the kind and all
+    the request asks; the answer as the client's CommandResponse."""
+    if host.flavor not in kind.legacy:
+        raise host.refusal(f"dyno {kind.dyno}", _takers(kind))
+    refusal = _REFUSALS[kind.command](request)
+    if refusal:
+        raise host.refusal(refusal)
+    text = kind.render(request, legacy=True)
+    return _set_config(host, request.targets, text, _OUTPUTS[kind.command](request))
 
 
-def npu_monitor(host: LegacyHost, request: pb.NpuMonitorRequest, args: Namespace) -> pb.CommandResponse:
-    for flag, given in (("--watch", args.watch), ("--auto-trace", args.auto_trace is not None)):
-        if given:
-            raise host.refusal(f"npu-monitor {flag}")
-    _needs_msmonitor(host, "dyno npu-monitor")
-    _no_ranks(host, request.targets)
-    text = NPUMONITOR.render(NPUMONITOR.build(fields(request)), legacy=True)  # without our TOP_N
-    return _set_config(host, request.targets, text, lambda pid: "")
+def _takers(kind: Kind) -> str:
+    """The daemons that take *kind*: "msMonitor's daemon or this project's"."""
+    return (
+        "".join(f"{name}'s daemon or " for name in kind.legacy)
+        + "this project's"
+        + ("" if kind.legacy else " daemon")
+    )
 
 
-def _nputrace_text(host: LegacyHost, request: pb.NpuTraceRequest) -> str:
-    """msMonitor's 27 keys: its dyno takes --start-step and --iterations, so a trace is step-based."""
-    _needs_msmonitor(host, "dyno nputrace")
-    if request.iterations <= 0:
-        raise host.refusal("a time-based nputrace (without --iterations)")
-    return NPUTRACE.render(NPUTRACE.build(fields(request)), legacy=True)
+def _nputrace(request: Any) -> Optional[str]:
+    """msMonitor's dyno takes --start-step and --iterations: its trace is step-based."""
+    if request.pause_monitor:
+        return "--pause-monitor"
+    return None if request.iterations > 0 else "a time-based nputrace (without --iterations)"
 
 
-def _gputrace_text(host: LegacyHost, request: pb.GpuTraceRequest) -> str:
-    """dynolog's keys: iteration mode's three, or the time window's two; the memory profile's three."""
-    _no_ranks(host, request.targets)
-    return GPUTRACE.render(GPUTRACE.build(fields(request)), legacy=True)
+def _gputrace(request: Any) -> Optional[str]:
+    return "--rank-list" if request.targets.ranks else None
 
 
-def _needs_msmonitor(host: LegacyHost, feature: str) -> None:
-    """The stock daemon hands any config to Kineto, which would run it as a trace of its own."""
-    if host.flavor != MSMONITOR:
-        raise host.refusal(feature, "msMonitor's daemon or this project's")
+def _npumonitor(request: Any) -> Optional[str]:
+    if request.auto_trace is not None:
+        return "npu-monitor --auto-trace"
+    return "--rank-list" if request.targets.ranks else None
 
 
-def _no_ranks(host: LegacyHost, targets: pb.Targets) -> None:
-    if targets.ranks:
-        raise host.refusal("--rank-list")
+# What a C++ daemon cannot do of each kind it takes, and where each process writes.
+_REFUSALS: Dict[CommandKind, Callable[[Any], Optional[str]]] = {
+    CommandKind.NPUTRACE: _nputrace,
+    CommandKind.GPUTRACE: _gputrace,
+    CommandKind.NPUMONITOR: _npumonitor,
+}
+_OUTPUTS: Dict[CommandKind, Callable[[Any], Callable[[int], str]]] = {
+    CommandKind.NPUTRACE: lambda request: lambda pid: request.log_file,
+    CommandKind.GPUTRACE: lambda request: lambda pid: kineto_output_file(request.log_file, pid),
+    CommandKind.NPUMONITOR: lambda request: lambda pid: "",
+}
 
 
 # --- the answer ---------------------------------------------------------------------------------------
 
 
-def _set_config(
-    host: LegacyHost, targets: pb.Targets, text: str, output: Callable[[int], str]
-) -> pb.CommandResponse:
+def _set_config(host: LegacyHost, targets: Any, text: str, output: Callable[[int], str]) -> CommandResponse:
     """Send the command; the answer as this project's CommandResponse. The legacy CLIs' defaults stand
     for ours: every process is pids [0], no --process-limit is the stock daemon's own default."""
     body = wire.set_config(
@@ -111,25 +103,23 @@ def _set_config(
 
 def command_response(
     host: LegacyHost, reply: Dict[str, Any], output: Callable[[int], str]
-) -> pb.CommandResponse:
+) -> CommandResponse:
     """Each matched process: triggered, or busy (a config already waits for it). Effective as the
     daemon says (msMonitor's commandStatus), or when a process was triggered (dynolog's)."""
     matched, triggered = _pids(reply, wire.MATCHED), _pids(reply, wire.ACTIVITY_TRIGGERED)
     said = reply.get(wire.COMMAND_STATUS)
     effective = said == wire.EFFECTIVE if said is not None else bool(triggered)
-    response = pb.CommandResponse(
-        command_status=pb.COMMAND_STATUS_EFFECTIVE if effective else pb.COMMAND_STATUS_INEFFECTIVE,
+    return CommandResponse(
+        command_status=CommandStatus.EFFECTIVE if effective else CommandStatus.INEFFECTIVE,
+        reason=Reason.NO_PROCESS_MATCHED if not effective and not matched else None,
         message=_message(host, reply, matched, triggered),
-        processes=[_process(pid, pid in triggered, output(pid)) for pid in matched],
-        processes_matched=matched,
-        activity_profilers_triggered=triggered,
+        processes=tuple(_process(pid, pid in triggered, output(pid)) for pid in matched),
+        processes_matched=tuple(matched),
+        activity_profilers_triggered=tuple(triggered),
         activity_profilers_busy=_int(reply, wire.ACTIVITY_BUSY),
-        event_profilers_triggered=_pids(reply, wire.EVENT_TRIGGERED),
+        event_profilers_triggered=tuple(_pids(reply, wire.EVENT_TRIGGERED)),
         event_profilers_busy=_int(reply, wire.EVENT_BUSY),
     )
-    if not effective and not matched:
-        response.reason = pb.REASON_NO_PROCESS_MATCHED
-    return response
 
 
 def _message(host: LegacyHost, reply: Dict[str, Any], matched: List[int], triggered: List[int]) -> str:
@@ -141,11 +131,11 @@ def _message(host: LegacyHost, reply: Dict[str, Any], matched: List[int], trigge
     return f"{who}: {len(matched)} process(es) matched, {len(triggered)} triggered"
 
 
-def _process(pid: int, triggered: bool, output: str) -> pb.ProcessOutcome:
+def _process(pid: int, triggered: bool, output: str) -> ProcessOutcome:
     if triggered:
-        return pb.ProcessOutcome(pid=pid, host_pid=pid, rank=-1, triggered=True, expected_output=output)
-    return pb.ProcessOutcome(
-        pid=pid, host_pid=pid, rank=-1, reason=pb.REASON_TRACE_BUSY, detail="a command already waits for it"
+        return ProcessOutcome(pid=pid, host_pid=pid, rank=-1, triggered=True, expected_output=output)
+    return ProcessOutcome(
+        pid=pid, host_pid=pid, rank=-1, reason=Reason.TRACE_BUSY, detail="a command already waits for it"
     )
 
 

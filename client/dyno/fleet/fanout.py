@@ -28,7 +28,7 @@ EFFECTIVE, INEFFECTIVE, UNREACHABLE = "effective", "ineffective", "unreachable"
 Ask = Callable[[Target], Any]
 
 
-class Outcome(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docstring
+class Outcome(NamedTuple):
     """What one host answered, or why it did not."""
 
     host: str

@@ -15,7 +15,7 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_PARALLEL = 64
 
 
-class Target(NamedTuple):  # not a dataclass, for the reason in dyno.cli's docstring
+class Target(NamedTuple):
     hostname: str = "localhost"
     port: int = DEFAULT_PORT
     certs_dir: Optional[str] = None

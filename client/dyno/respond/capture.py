@@ -3,7 +3,7 @@
 The request is ``dyno nputrace``'s own, built from its flags (so its defaults are the command's):
 ``--job-id J --iterations N --analyse``, and ``--pause-monitor`` when a rank is monitored (it pauses
 its monitor for the trace, and resumes it), sent as ``nputrace --sync`` sends it: one start step for
-every rank, chosen from every host's processes' steps and pace (``trace_start.start_at_one_step``).
+every rank, chosen from every host's processes' steps and pace (``tracing.sync.start_at_one_step``).
 Each host's trace is then followed until its processes wrote their files, and the files are fetched
 into one folder laid out as HolisticTraceAnalysis reads a job (``dyno.tracing.collect``: one
 ``*.pt.trace.json`` per rank at the top, each with its ``distributedInfo``).
@@ -11,21 +11,23 @@ into one folder laid out as HolisticTraceAnalysis reads a job (``dyno.tracing.co
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from argparse import Namespace
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
-from dynoproto import dynolog_pb2 as pb
 from msmonitor_contract.kinds import NPUTRACE
 
-from ..cli import check_fields, command_parser, fill
 from ..commands import nputrace
+from ..declared import request as built_from
+from ..flags import check_fields
 from ..fleet import fanout
-from ..tracing import collect
-from ..tracing import start as trace_start
+from ..model import FileChunk, TraceInfo, TraceProcess
+from ..tracing import collect, sync
 from ..tracing.progress import phase_name
+from ..tracing.send import Order, follow
 from .jobs import JobHosts, RankProcess
 
 DEFAULT_NODE_DIR = "/tmp/msmonitor-respond"
@@ -67,12 +69,13 @@ class Capture:
         return not self.failed and bool(self.ranks) and all(r.state == "finished" for r in self.ranks)
 
 
-def request(job: JobHosts, settings: CaptureSettings, folder: str) -> pb.NpuTraceRequest:
+def request(job: JobHosts, settings: CaptureSettings, folder: str) -> Any:
     """The trace request ``dyno nputrace`` would send for these flags (see :func:`command_line`); its
     start step is chosen as it is sent."""
-    args = command_parser("dyno nputrace", nputrace.COMMAND).parse_args(_flags(job, settings, folder))
-    built = fill(pb.NpuTraceRequest(), nputrace.FLAGS, args)
-    built.duration_ms = 0  # step-based: as nputrace sends it
+    from ..app import parsed
+
+    args = parsed(nputrace.COMMAND, _flags(job, settings, folder))
+    built = dataclasses.replace(built_from(NPUTRACE, nputrace.FLAGS, args), duration_ms=0)  # step-based
     check_fields(NPUTRACE.check(built))
     return built
 
@@ -97,27 +100,26 @@ def _flags(job: JobHosts, settings: CaptureSettings, folder: str) -> List[str]:
     ]  # fmt: skip
 
 
-def plan(job: JobHosts, trace: pb.NpuTraceRequest) -> int:
+def plan(job: JobHosts, trace: Any) -> int:
     """The start step :func:`start` would send now (for a dry run, which sends nothing)."""
-    pause_s = trace_start.PAUSE_LEAD_S if trace.pause_monitor else 0.0
-    return trace_start.sync_start_step(job.targets, trace.targets, _parallel(job), extra_s=pause_s).start_step
+    pause_s = sync.PAUSE_LEAD_S if trace.pause_monitor else 0.0
+    return sync.sync_start_step(job.targets, trace.targets, _parallel(job), extra_s=pause_s).start_step
 
 
-def start(job: JobHosts, trace: pb.NpuTraceRequest) -> trace_start.SyncedStart:
-    """*trace* sent to every host of *job* at one start step (set in *trace*)."""
-    return trace_start.start_at_one_step(job.targets, trace, trace_start.npu_trace_rpc, _parallel(job))
+def start(job: JobHosts, trace: Any) -> sync.SyncedStart:
+    """*trace* sent to every host of *job* at one start step (``synced.sync.start_step``)."""
+    return sync.start_at_one_step(job.targets, Order(NPUTRACE, trace), _parallel(job))
 
 
 def finish(
     job: JobHosts,
-    synced: trace_start.SyncedStart,
-    trace: pb.NpuTraceRequest,
+    synced: sync.SyncedStart,
     settings: CaptureSettings,
     incident_dir: str,
 ) -> Capture:
     """Each host's trace followed to its end; the files fetched into ``incident_dir/traces``."""
     failed = [f"{o.host}: {o.why}" for o in synced.outcomes if o.state != fanout.EFFECTIVE]
-    followed = trace_start.follow(synced.sync.reached, synced.outcomes, settings.wait_timeout)
+    followed = follow(synced.sync.reached, synced.outcomes, settings.wait_timeout)
     failed += [f"{o.host}: {o.why}" for o in followed if o.state != fanout.EFFECTIVE]
     infos = {o.host: o.answer.info for o in followed if o.answer is not None and o.answer.info is not None}
     traces_dir = os.path.join(incident_dir, TRACES)
@@ -127,14 +129,15 @@ def finish(
     if missing:
         failed.append(missing)
     ranks = _ranks(infos, traces_dir)
-    return Capture(trace.start_step, trace.start_step + trace.iterations, ranks, failed)
+    start_step = synced.sync.start_step
+    return Capture(start_step, start_step + settings.iterations, ranks, failed)
 
 
 def _parallel(job: JobHosts) -> int:
     return job.targets[0].parallel
 
 
-def _ranks(infos: Dict[str, pb.TraceInfo], traces_dir: str) -> List[RankTrace]:
+def _ranks(infos: Dict[str, TraceInfo], traces_dir: str) -> List[RankTrace]:
     present = set(os.listdir(traces_dir)) if os.path.isdir(traces_dir) else set()
     ranks = []
     for host, info in infos.items():
@@ -158,9 +161,9 @@ def _ranks(infos: Dict[str, pb.TraceInfo], traces_dir: str) -> List[RankTrace]:
     return sorted(ranks, key=lambda r: (r.rank, r.host, r.host_pid))
 
 
-def _stem(host: str, p: pb.TraceProcess) -> str:
+def _stem(host: str, p: TraceProcess) -> str:
     """The name ``dyno.tracing.collect`` gives this process's files in the traces folder, without suffix."""
-    trace_name = collect.local_name(pb.FileChunk(rank=p.rank, host_pid=p.host_pid, trace=True), host)
+    trace_name = collect.local_name(FileChunk(rank=p.rank, host_pid=p.host_pid, trace=True), host)
     return trace_name[: -len(".json")]
 
 

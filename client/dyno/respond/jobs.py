@@ -17,11 +17,13 @@ crashed, requeued elsewhere) is one that no host has a process of.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
-from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import List, NamedTuple
+
+from msmonitor_contract.targets import Targets
+from msmonitor_contract.values import FlagValueError
+from msmonitor_contract.vocabulary import MonitorState
 
 from ..exits import EXIT_USAGE, CliError
 from ..fleet import fanout
@@ -41,7 +43,7 @@ class HostsFrom(NamedTuple):
 
 
 def hosts_from(text: str) -> HostsFrom:
-    """``--hosts-from``'s value (an argparse type)."""
+    """``--hosts-from``'s value (a flag's type)."""
     kind, colon, detail = text.partition(":")
     if kind == "slurm" and not colon:
         return HostsFrom(kind)
@@ -49,7 +51,7 @@ def hosts_from(text: str) -> HostsFrom:
         return HostsFrom(kind, detail or DEFAULT_SELECTOR)
     if kind == "file" and detail:
         return HostsFrom(kind, detail)
-    raise argparse.ArgumentTypeError(f"expected slurm, kubernetes[:SELECTOR] or file:PATH, got {text!r}")
+    raise FlagValueError(f"expected slurm, kubernetes[:SELECTOR] or file:PATH, got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -141,11 +143,9 @@ def kubernetes_nodes(selector: str) -> List[str]:
 
 
 def _processes(target: Target, job_id: int) -> List[RankProcess]:
-    from dynoproto import dynolog_pb2 as pb
+    from ..edge.rpc import Daemon
 
-    from ..commands import processes
-
-    reply = processes.ask(target, Namespace(job_id=job_id, wait_for=0))
+    listed = Daemon(target, "dyno respond").processes(Targets(job_id=job_id))
     return [
         RankProcess(
             target.label,
@@ -154,8 +154,8 @@ def _processes(target: Target, job_id: int) -> List[RankProcess]:
             p.rank,
             p.world_size,
             p.current_step,
-            p.monitor_state == pb.MONITOR_STATE_RUNNING,
+            p.monitor_state is MonitorState.RUNNING,
         )
-        for p in reply.processes
+        for p in listed
         if p.job_id == job_id  # the daemon filters; an older one may not
     ]

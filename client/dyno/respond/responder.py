@@ -21,15 +21,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from google.protobuf.json_format import MessageToDict
+from msmonitor_contract.kinds import NPUTRACE
 
-from dynoproto import dynolog_pb2 as pb
-
+from ..edge.rpc import request_json
 from ..exits import CliError
 from ..fleet.target import Target
-from ..tracing.start import SyncedStart
+from ..tracing.sync import SyncedStart
 from . import analysis, capture, jobs
 from .alerts import RESOLVED, Alert, Notification
 from .store import TRACED, Incident, JobIncidentStore, RateLimit
@@ -214,25 +213,23 @@ class Responder:
         trace = capture.request(job, settings, folder)
         incident.request = {"command": capture.command_line(job, settings, folder)}
         if self.settings.dry_run:
-            trace.start_step = capture.plan(job, trace)
-            self._record_request(incident, trace)
+            self._record_request(incident, dataclasses.replace(trace, start_step=capture.plan(job, trace)))
             return DRY_RUN
         synced = capture.start(job, trace)
-        self._record_request(incident, trace)
-        incident.note(f"trace sent: steps {trace.start_step}-{trace.start_step + trace.iterations - 1}")
+        sent = dataclasses.replace(trace, start_step=synced.sync.start_step)
+        self._record_request(incident, sent)
+        incident.note(f"trace sent: steps {sent.start_step}-{sent.start_step + sent.iterations - 1}")
         self.store.update(incident)  # a reader sees it in progress
-        return self._finish(incident, job, synced, trace)
+        return self._finish(incident, job, synced)
 
-    def _record_request(self, incident: Incident, trace: pb.NpuTraceRequest) -> None:
+    def _record_request(self, incident: Incident, trace: Any) -> None:
         incident.steps = {"start": trace.start_step, "stop": trace.start_step + trace.iterations}
         assert incident.request is not None
-        incident.request["NpuTraceRequest"] = MessageToDict(trace, preserving_proto_field_name=True)
+        incident.request["NpuTraceRequest"] = request_json(NPUTRACE, trace)
 
-    def _finish(
-        self, incident: Incident, job: jobs.JobHosts, synced: SyncedStart, trace: pb.NpuTraceRequest
-    ) -> str:
+    def _finish(self, incident: Incident, job: jobs.JobHosts, synced: SyncedStart) -> str:
         folder = self.store.incident_dir(incident.id)
-        taken = capture.finish(job, synced, trace, self.settings.capture, folder)
+        taken = capture.finish(job, synced, self.settings.capture, folder)
         incident.ranks = [dataclasses.asdict(r) for r in taken.ranks]
         incident.trace_dir = capture.TRACES
         for why in taken.failed:

@@ -10,7 +10,6 @@ aside with a warning and a new one started: losing the record must not stop the 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from msmonitor_contract.files import open_sqlite, replacing
+from msmonitor_contract.values import FlagValueError
 
 from ..exits import EXIT_USAGE, CliError
 from . import ENV
@@ -53,10 +53,10 @@ class RateLimit(NamedTuple):
 
 
 def rate_limit(text: str) -> RateLimit:
-    """``--max``'s value: ``N/minute``, ``N/hour`` or ``N/day`` (an argparse type)."""
+    """``--max``'s value: ``N/minute``, ``N/hour`` or ``N/day`` (a flag's type)."""
     count, _, per = text.partition("/")
     if not count.isdigit() or per not in WINDOWS:
-        raise argparse.ArgumentTypeError(f"expected N/minute, N/hour or N/day, e.g. 2/hour; got {text!r}")
+        raise FlagValueError(f"expected N/minute, N/hour or N/day, e.g. 2/hour; got {text!r}")
     return RateLimit(int(count), WINDOWS[per], text)
 
 

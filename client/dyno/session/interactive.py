@@ -15,6 +15,7 @@ parameters, so that tests can drive a session without a daemon.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import queue
 import signal
@@ -22,10 +23,11 @@ import subprocess
 import sys
 import threading
 from types import FrameType
-from typing import Callable, Iterator, List, NamedTuple, Optional, Protocol, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Protocol, Tuple
 
-from dynoproto import dynolog_pb2 as pb
+from msmonitor_contract.vocabulary import DynamicAction
 
+from ..model import DynamicReply, DynamicRequest
 from ..output import as_dict, print_json
 from . import lines as session_lines
 
@@ -40,11 +42,11 @@ Commands:
   sleep SECONDS  wait before reading the next command (for scripts)
 """
 ACTIONS = {
-    "start": pb.DYNAMIC_ACTION_START,
-    "stop": pb.DYNAMIC_ACTION_STOP,
-    "status": pb.DYNAMIC_ACTION_STATUS,
-    "quit": pb.DYNAMIC_ACTION_QUIT,
-    "q": pb.DYNAMIC_ACTION_QUIT,
+    "start": DynamicAction.START,
+    "stop": DynamicAction.STOP,
+    "status": DynamicAction.STATUS,
+    "quit": DynamicAction.QUIT,
+    "q": DynamicAction.QUIT,
 }
 _JOB_POLL_S = 0.2  # how often the wait for the attach answer checks that a launched job still runs
 _CLOSE_S = 5.0  # how long dynolog has to close the call once the session is over
@@ -52,21 +54,21 @@ _WAKE_AGAIN_S = 0.05  # how often the reader repeats its wake-up while the main 
 
 
 class ReplyStream(Protocol):
-    """What ``stub.Dynamic(requests)`` returns: the replies, and a way to hang up."""
+    """What ``Daemon.dynamic(requests)`` opens: the replies, and a way to hang up."""
 
-    def __iter__(self) -> Iterator[pb.DynamicReply]: ...
+    def __iter__(self) -> Iterator[DynamicReply]: ...
 
     def cancel(self) -> bool: ...
 
 
-OpenStream = Callable[[Iterator[pb.DynamicRequest]], ReplyStream]
+OpenStream = Callable[[Iterator[DynamicRequest]], ReplyStream]
 
 
 class Io(NamedTuple):
     """Where commands come from and answers go."""
 
     read: Callable[[str], str]  # as input(): show the prompt, return the next line; EOFError at the end
-    show: Callable[[pb.DynamicReply], None]  # a reply as it arrives (called on the reader thread)
+    show: Callable[[DynamicReply], None]  # a reply as it arrives (called on the reader thread)
     say: Callable[[str], None]  # dyno's own words (help, a prompt again), written as they are
     typed: Callable[[], str] = str  # what is typed at the prompt so far, shown again below news (str(): "")
 
@@ -103,7 +105,7 @@ class Session:
     def __init__(self, io: Io, prompt: str = "") -> None:
         self._io = io
         self._prompt = prompt
-        self._requests: queue.Queue[Optional[pb.DynamicRequest]] = queue.Queue()  # None: no more
+        self._requests: queue.Queue[Optional[DynamicRequest]] = queue.Queue()  # None: no more
         self._seq = 0
         self._reading = False  # the main thread waits for a line: the end of the session interrupts it
         self._changed = threading.Condition()  # guards what the reader learns, below
@@ -115,7 +117,7 @@ class Session:
         self._error: Optional[Exception] = None  # why the stream failed
 
     def run(
-        self, open_stream: OpenStream, attach: pb.DynamicAttach, job: Optional[subprocess.Popen[bytes]] = None
+        self, open_stream: OpenStream, attach: Any, job: Optional[subprocess.Popen[bytes]] = None
     ) -> Ending:
         """Attach, then send the commands read until the user or dynolog ends the session.
 
@@ -140,17 +142,17 @@ class Session:
 
     # --- the main thread -----------------------------------------------------------------------------
 
-    def _converse(self, attach: pb.DynamicAttach, job: Optional[subprocess.Popen[bytes]]) -> bool:
+    def _converse(self, attach: Any, job: Optional[subprocess.Popen[bytes]]) -> bool:
         """True when the user ended the session (and it was quit), False when it ended otherwise."""
         try:
-            if not self._ask(pb.DYNAMIC_ACTION_ATTACH, attach, job):
+            if not self._ask(DynamicAction.ATTACH, attach, job):
                 return False
             while not self._over():
                 line = self._next_line()
                 if line is None:  # end of input, Ctrl-C, or the session ended meanwhile
                     break
                 action = self._command(line)
-                if action == pb.DYNAMIC_ACTION_QUIT:
+                if action is DynamicAction.QUIT:
                     break
                 if action is not None:
                     self._ask(action)
@@ -159,19 +161,19 @@ class Session:
         if self._over():
             return False
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C again: stop waiting for dynolog
-            self._ask(pb.DYNAMIC_ACTION_QUIT)
+            self._ask(DynamicAction.QUIT)
         return True
 
     def _ask(
         self,
-        action: pb.DynamicAction,
-        attach: Optional[pb.DynamicAttach] = None,
+        action: DynamicAction,
+        attach: Optional[Any] = None,
         job: Optional[subprocess.Popen[bytes]] = None,
     ) -> bool:
         """Send one request and wait for its answer (the reader prints it) or the end of the session;
         False when *job* exited first."""
         self._seq += 1
-        self._requests.put(pb.DynamicRequest(seq=self._seq, action=action, attach=attach))
+        self._requests.put(DynamicRequest(seq=self._seq, action=action, attach=attach))
         with self._changed:
             while self._answered < self._seq and not self._over():
                 if job is not None and job.poll() is not None:
@@ -196,7 +198,7 @@ class Session:
                 self._changed.notify_all()
         return None
 
-    def _command(self, line: str) -> Optional[pb.DynamicAction]:
+    def _command(self, line: str) -> Optional[DynamicAction]:
         """The action *line* asks of dynolog; None for what dyno does itself (help, sleep) or refuses."""
         name, *rest = line.split() or [""]
         if not name:
@@ -254,7 +256,7 @@ class Session:
         if not woken:
             self._wake()
 
-    def _receive(self, reply: pb.DynamicReply) -> None:
+    def _receive(self, reply: DynamicReply) -> None:
         news_at_prompt = reply.seq == 0 and self._reading and bool(self._prompt)
         if news_at_prompt:
             self._io.say("\n")  # below the prompt, not after it
@@ -288,19 +290,16 @@ def _seconds(words: List[str]) -> Optional[float]:
     return seconds if seconds >= 0 and math.isfinite(seconds) else None
 
 
-def _print_text(reply: pb.DynamicReply) -> None:
+def _print_text(reply: DynamicReply) -> None:
     words = session_lines.text(reply)
     if words:
         print(words, flush=True)
 
 
-def _print_json(reply: pb.DynamicReply) -> None:
+def _print_json(reply: DynamicReply) -> None:
     """One line each (a stream of objects): the reply with its words in ``message``; its parts are what
     the words say, so they are not repeated."""
-    shown = pb.DynamicReply()
-    shown.CopyFrom(reply)
-    shown.message = session_lines.text(reply)
-    shown.ClearField("parts")
+    shown = dataclasses.replace(reply, message=session_lines.text(reply), parts=())
     print_json(as_dict(shown), indent=None)
 
 

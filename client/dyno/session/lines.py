@@ -4,22 +4,23 @@ their facts), and this module words each part, as ``dyno trace`` words a trace. 
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
-from dynoproto import dynolog_pb2 as pb
+from msmonitor_contract.vocabulary import DynamicAction, SessionNews, TracePhase
 
+from ..model import DynamicProcess, DynamicReply, SessionPart, TraceProcess
 from ..output import size_text
 from ..tracing.progress import phase_name
 
 
-def text(reply: pb.DynamicReply) -> str:
+def text(reply: DynamicReply) -> str:
     """The whole reply, one line each thing it says."""
     if not reply.parts:
         return reply.message
     return "\n".join(line for part in reply.parts for line in _WORDS.get(part.news, _unknown)(part, reply))
 
 
-def _attached(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _attached(part: SessionPart, reply: DynamicReply) -> List[str]:
     n = part.attached
     header = (
         f"attached to {n} process{'es' if n > 1 else ''}; windows go under {part.output} on {part.hostname}; "
@@ -28,7 +29,7 @@ def _attached(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
     return [header, *(_attach_line(p) for p in part.processes)]
 
 
-def _attach_line(p: pb.DynamicProcess) -> str:
+def _attach_line(p: DynamicProcess) -> str:
     return (
         f"{_who(p)}: attached at step {p.step} ({p.backend})"
         if p.ok
@@ -36,38 +37,38 @@ def _attach_line(p: pb.DynamicProcess) -> str:
     )
 
 
-def _refused(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _refused(part: SessionPart, reply: DynamicReply) -> List[str]:
     first = part.refusal or f"{part.label}: no process took it"
-    if reply.action == pb.DYNAMIC_ACTION_ATTACH:
+    if reply.action is DynamicAction.ATTACH:
         return [first, *(_attach_line(p) for p in part.processes)]
     return [first, *(f"{_who(p)}: not started: {p.detail}" for p in part.processes)]
 
 
-def _started(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _started(part: SessionPart, reply: DynamicReply) -> List[str]:
     return [line for p in part.processes for line in _start_lines(p)]
 
 
-def _start_lines(p: pb.DynamicProcess) -> List[str]:
-    w = p.window
-    if w.phase == pb.TRACE_PHASE_FAILED:
+def _start_lines(p: DynamicProcess) -> List[str]:
+    w = _window(p)
+    if w.phase is TracePhase.FAILED:
         return [f"{_who(p)}: not started: {w.error}"]
-    if w.phase == pb.TRACE_PHASE_RUNNING:
+    if w.phase is TracePhase.RUNNING:
         when = f"at step {w.start_step}" if w.start_step > 0 else "at once (it counts no steps)"
         line = f"{_who(p)}: started {when}"
-    elif w.phase == pb.TRACE_PHASE_READY:
+    elif w.phase is TracePhase.READY:
         line = f"{_who(p)}: starts at step {w.start_step}, its next step boundary"
     else:
         line = f"{_who(p)}: start sent, not yet taken ({phase_name(w.phase)})"
     return [line, *(f"  warning: {warning}" for warning in w.warnings)]
 
 
-def _stopped(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _stopped(part: SessionPart, reply: DynamicReply) -> List[str]:
     lines: List[str] = []
     for p in part.processes:
-        w = p.window
-        if w.phase == pb.TRACE_PHASE_FINISHED:
+        w = _window(p)
+        if w.phase is TracePhase.FINISHED:
             lines += [f"{_who(p)}: {_written(p)}", *(f"  warning: {warning}" for warning in p.new_warnings)]
-        elif w.phase == pb.TRACE_PHASE_FAILED:
+        elif w.phase is TracePhase.FAILED:
             lines.append(f"{_who(p)}: failed: {w.error}")
         else:
             follow = f"`dyno trace {part.window_id}` follows it"
@@ -75,7 +76,7 @@ def _stopped(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
     return lines
 
 
-def _status(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _status(part: SessionPart, reply: DynamicReply) -> List[str]:
     n, windows = part.attached, part.windows
     held = (
         f"attached to {n} process{'es' if n != 1 else ''}; {part.commands_used} of {part.command_limit} "
@@ -90,11 +91,11 @@ def _status(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
     return [held, idle]
 
 
-def _collecting(p: pb.DynamicProcess, output: str) -> str:
-    w = p.window
-    if w.phase == pb.TRACE_PHASE_READY:
+def _collecting(p: DynamicProcess, output: str) -> str:
+    w = _window(p)
+    if w.phase is TracePhase.READY:
         return f"{_who(p)}: starts at step {w.start_step}, its next step boundary"
-    if w.phase != pb.TRACE_PHASE_RUNNING:
+    if w.phase is not TracePhase.RUNNING:
         return f"{_who(p)}: {phase_name(w.phase)}"
     steps = ""
     if w.start_step > 0:  # the step the daemon knows is the last heartbeat's: only what it knows for sure
@@ -102,52 +103,57 @@ def _collecting(p: pb.DynamicProcess, output: str) -> str:
     return f"{_who(p)}: collecting for {p.collecting_s:.1f} s{steps}, output {output}"
 
 
-def _gone(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _gone(part: SessionPart, reply: DynamicReply) -> List[str]:
     p = part.processes[0]
     lines = [f"{_who(p)} {part.why} at step {p.step}"]
-    w = p.window
-    if p.HasField("window") and w.phase == pb.TRACE_PHASE_FINISHED and w.start_step >= 0:
+    w = _window(p)
+    if p.window is not None and w.phase is TracePhase.FINISHED and w.start_step >= 0:
         lines.append(f"  its window was closed: {_written(p)}")
-    elif p.HasField("window") and w.phase == pb.TRACE_PHASE_FAILED:
+    elif p.window is not None and w.phase is TracePhase.FAILED:
         lines.append(f"  its window: {w.error}")
     return lines
 
 
-def _who(p: pb.DynamicProcess) -> str:
+def _window(p: DynamicProcess) -> TraceProcess:
+    """The process's window as the daemon last saw it (an empty one when it sent none)."""
+    return p.window if p.window is not None else TraceProcess()
+
+
+def _who(p: DynamicProcess) -> str:
     pid = f"pid {p.pid}" if p.pid == p.host_pid else f"pid {p.pid} (host pid {p.host_pid})"
     return f"{pid} (rank {p.rank})" if p.rank >= 0 else pid
 
 
-def _written(p: pb.DynamicProcess) -> str:
-    w = p.window
+def _written(p: DynamicProcess) -> str:
+    w = _window(p)
     steps = f", steps {w.start_step}-{w.stop_step - 1}" if w.start_step > 0 else ""
     n = len(w.files)
     return f"{w.output.rstrip('/')}/  ({n} file{'s' if n != 1 else ''}, {size_text(p.size_bytes)}){steps}"
 
 
-def _unknown(part: pb.SessionPart, reply: pb.DynamicReply) -> List[str]:
+def _unknown(part: SessionPart, reply: DynamicReply) -> List[str]:
     return [f"(news this dyno does not know: {part.news})"]  # a newer daemon's
 
 
-Words = Callable[[pb.SessionPart, pb.DynamicReply], List[str]]
-_WORDS: Dict[int, Words] = {
-    pb.SESSION_NEWS_ATTACHED: _attached,
-    pb.SESSION_NEWS_REFUSED: _refused,
-    pb.SESSION_NEWS_ALREADY_ATTACHED: lambda part, reply: ["already attached: start, stop, status or quit"],
-    pb.SESSION_NEWS_ALREADY_STARTED: lambda part, reply: [f"already started (window {part.window_id})"],
-    pb.SESSION_NEWS_STARTED: _started,
-    pb.SESSION_NEWS_NOT_STARTED: lambda part, reply: ["not started"],
-    pb.SESSION_NEWS_STOPPED: _stopped,
-    pb.SESSION_NEWS_STATUS: _status,
-    pb.SESSION_NEWS_QUIT: lambda part, reply: [f"{part.why}: the job keeps running; attach again any time"],
-    pb.SESSION_NEWS_IDLE_TIMEOUT: lambda part, reply: [
+Words = Callable[[SessionPart, DynamicReply], List[str]]
+_WORDS: Dict[Optional[SessionNews], Words] = {
+    SessionNews.ATTACHED: _attached,
+    SessionNews.REFUSED: _refused,
+    SessionNews.ALREADY_ATTACHED: lambda part, reply: ["already attached: start, stop, status or quit"],
+    SessionNews.ALREADY_STARTED: lambda part, reply: [f"already started (window {part.window_id})"],
+    SessionNews.STARTED: _started,
+    SessionNews.NOT_STARTED: lambda part, reply: ["not started"],
+    SessionNews.STOPPED: _stopped,
+    SessionNews.STATUS: _status,
+    SessionNews.QUIT: lambda part, reply: [f"{part.why}: the job keeps running; attach again any time"],
+    SessionNews.IDLE_TIMEOUT: lambda part, reply: [
         f"no collection for {part.idle_timeout_s:g} s (--idle-timeout): the session ended; "
         "the job keeps running, attach again any time"
     ],
-    pb.SESSION_NEWS_COMMAND_LIMIT: lambda part, reply: [
+    SessionNews.COMMAND_LIMIT: lambda part, reply: [
         f"this session used its {part.command_limit} start/stop commands (--command-limit): it ended; "
         "attach again to go on"
     ],
-    pb.SESSION_NEWS_PROCESS_GONE: _gone,
-    pb.SESSION_NEWS_TASK_ENDED: lambda part, reply: ["the task ended: every attached process has exited"],
+    SessionNews.PROCESS_GONE: _gone,
+    SessionNews.TASK_ENDED: lambda part, reply: ["the task ended: every attached process has exited"],
 }

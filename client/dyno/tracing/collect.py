@@ -31,17 +31,15 @@ import re
 import secrets
 import sys
 from argparse import Namespace
-from typing import IO, Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
+from typing import IO, Any, Callable, List, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
 
-import grpc
-
-from dynoproto import dynolog_pb2 as pb
+from msmonitor_contract.targets import Targets
 from msmonitor_contract.vocabulary import MONITOR_FILE
 
-from ..edge.connection import connect, rpc_error
 from ..exits import EXIT_USAGE, CliError
 from ..fleet import fanout
 from ..fleet.target import Target
+from ..model import FileChunk
 
 MIB = 1 << 20
 PROGRESS_EVERY = 64 * MIB  # a progress line per this much of one file; smaller files get none
@@ -66,10 +64,10 @@ def check(args: Namespace) -> None:
         raise CliError("--collect fetches the files once every process wrote them: add --wait", EXIT_USAGE)
 
 
-# A daemon's stream of files (the stub, the deadline), and where each of its files goes in DIR (the
+# A daemon's stream of files (the daemon, the deadline), and where each of its files goes in DIR (the
 # chunk, the host as dyno reached it).
-Stream = Callable[[Any, float], Iterable[pb.FileChunk]]
-Naming = Callable[[pb.FileChunk, str], str]
+Stream = Callable[[Any, float], Any]
+Naming = Callable[[FileChunk, str], str]
 
 
 class Source(NamedTuple):
@@ -98,16 +96,14 @@ def requested(args: Namespace, sources: Sequence[Tuple[Target, str]], quiet: boo
 
 
 def _trace_files(trace_id: str) -> Stream:
-    request = pb.GetTraceRequest(trace_id=trace_id)
-    return lambda stub, timeout: stub.FetchTraceFiles(request, timeout=timeout)
+    return lambda daemon, timeout: daemon.fetch_trace_files(trace_id, timeout)
 
 
-def _monitor_files(targets: pb.Targets) -> Stream:
-    request = pb.FetchMonitorFilesRequest(targets=targets)
-    return lambda stub, timeout: stub.FetchMonitorFiles(request, timeout=timeout)
+def _monitor_files(targets: Targets) -> Stream:
+    return lambda daemon, timeout: daemon.fetch_monitor_files(targets, timeout)
 
 
-def monitors(fleet: Sequence[Target], targets: pb.Targets, folder: str, timeout: float, quiet: bool) -> str:
+def monitors(fleet: Sequence[Target], targets: Targets, folder: str, timeout: float, quiet: bool) -> str:
     """``dyno npu-monitor --collect DIR``: every host's monitor files of *targets* into DIR. Why some
     file is missing, or none came at all; "" when all came."""
     fetched = [Source(one, _monitor_files(targets), monitor_name) for one in fleet]
@@ -151,23 +147,24 @@ def gather(sources: Sequence[Source], folder: str, timeout: float, quiet: bool) 
 def collect(source: Source, folder: str, timeout: float, quiet: bool) -> Collected:
     """One host's files into *folder*. A stream that breaks names the file it broke in; a daemon that
     cannot be asked at all is a :class:`CliError`, as for any call."""
+    from ..edge.rpc import Daemon
+
     target = source.target
     writer = Writer(folder, target.label, source.naming, None if quiet else sys.stderr)
-    with connect(target, "--collect") as stub:
-        stream = source.stream(stub, timeout)
-        try:
+    try:
+        with source.stream(Daemon(target, "--collect"), timeout) as stream:
             for chunk in stream:
                 writer.take(chunk)
-        except grpc.RpcError as exc:
-            if not writer.started:
-                raise  # connect() words it: unreachable, refused, not found
-            writer.fail_current(str(rpc_error(target, exc)).splitlines()[0])
-        finally:
-            writer.close()
+    except CliError as exc:
+        if not writer.started:
+            raise  # the edge words it: unreachable, refused, not found
+        writer.fail_current(str(exc).splitlines()[0])
+    finally:
+        writer.close()
     return Collected(writer.files, writer.size, writer.failed)
 
 
-def local_name(chunk: pb.FileChunk, host: str) -> str:
+def local_name(chunk: FileChunk, host: str) -> str:
     """Where *chunk*'s file goes, relative to DIR (see the module's docstring); ValueError when the name
     the daemon sent would leave its process's folder."""
     rank = f"_rank{chunk.rank}" if chunk.rank >= 0 else ""
@@ -183,7 +180,7 @@ def local_name(chunk: pb.FileChunk, host: str) -> str:
     return os.path.join(prefix, *parts)
 
 
-def monitor_name(chunk: pb.FileChunk, host: str) -> str:
+def monitor_name(chunk: FileChunk, host: str) -> str:
     """Where a monitor's file goes, relative to DIR: its host's folder, under the name it has there (the
     name msprof-analyze reads the rank from); ValueError for any other name a daemon sent."""
     if not MONITOR_FILE.fullmatch(chunk.name):
@@ -250,7 +247,7 @@ class _Part:
             os.close(folder)
             raise
 
-    def write(self, chunk: pb.FileChunk) -> None:
+    def write(self, chunk: FileChunk) -> None:
         if chunk.offset != self.received:
             raise OSError(f"{self.final}: a piece at byte {chunk.offset}, {self.received} expected")
         if self.received + len(chunk.data) > self.size:
@@ -311,7 +308,7 @@ class Writer:
         self._name = ""
         self._folders = Folders(folder)
 
-    def take(self, chunk: pb.FileChunk) -> None:
+    def take(self, chunk: FileChunk) -> None:
         self.started = True
         if chunk.error:
             self._end()
@@ -336,7 +333,7 @@ class Writer:
     def close(self) -> None:
         self._end()
 
-    def _begin(self, chunk: pb.FileChunk) -> None:
+    def _begin(self, chunk: FileChunk) -> None:
         self._name = chunk.path or chunk.name
         try:
             name = self.naming(chunk, self.host)
@@ -345,7 +342,7 @@ class Writer:
         except (OSError, ValueError) as exc:
             self._failed(exc)
 
-    def _write(self, chunk: pb.FileChunk) -> None:
+    def _write(self, chunk: FileChunk) -> None:
         assert self._part is not None
         try:
             self._part.write(chunk)
