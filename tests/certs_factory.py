@@ -11,7 +11,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Type, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Type, TypedDict, Union
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -21,6 +21,9 @@ from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPri
 from dynocerts import crl, make
 from dynocerts.make import Extension, Issued
 from dynocerts.policy import Role
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own is 3.11+; only annotations use it
 
 HOSTS = ("localhost", "127.0.0.1")
 DAY = dt.timedelta(days=1)
@@ -54,27 +57,29 @@ def authority(
     return Issued(make.certificate(subject, _public(k), make.Signer(subject, k), exts, validity), k)
 
 
-def leaf(
-    ca: Issued,
-    role: Role,
-    cn: str,
-    *,
-    private_key: Optional[CertificateIssuerPrivateKeyTypes] = None,
-    hosts: Sequence[str] = HOSTS,
-    not_before: Optional[dt.datetime] = None,
-    not_after: Optional[dt.datetime] = None,
-    drop: Sequence[Type[x509.ExtensionType]] = (),
-    replace: Sequence[Extension] = (),
-    digest: Optional[make.Digest] = None,
-) -> Issued:
-    """A certificate for *role* issued by *ca*; *drop* and *replace* make it break one rule."""
-    k = private_key or key()
-    exts = make.extensions(role, _public(k), _public(ca.key), hosts if role is Role.SERVER else ())
+class Unusual(TypedDict, total=False):
+    """What a test may make unusual about a :func:`leaf`, most often to break one rule with it."""
+
+    private_key: Optional[CertificateIssuerPrivateKeyTypes]  # default: a new P-256 key
+    hosts: Sequence[str]  # a server's names (default HOSTS)
+    not_before: Optional[dt.datetime]  # default: five minutes ago
+    not_after: Optional[dt.datetime]  # default: a year after not_before
+    drop: Sequence[Type[x509.ExtensionType]]  # extensions left out
+    replace: Sequence[Extension]  # extensions given instead of the policy's
+    digest: Optional[make.Digest]
+
+
+def leaf(ca: Issued, role: Role, cn: str, **unusual: Unpack[Unusual]) -> Issued:
+    """A certificate for *role* issued by *ca*, as the policy wants it but for what is *unusual*."""
+    k = unusual.get("private_key") or key()
+    hosts = unusual.get("hosts", HOSTS) if role is Role.SERVER else ()
+    drop, replace = unusual.get("drop", ()), unusual.get("replace", ())
     replaced = {type(e) for e, _ in replace}
+    exts = make.extensions(role, _public(k), _public(ca.key), hosts)
     exts = [e for e in exts if type(e[0]) not in drop and type(e[0]) not in replaced] + list(replace)
-    start = not_before or now() - dt.timedelta(minutes=5)
-    signer = make.Signer(ca.cert.subject, ca.key, digest)
-    validity = make.Validity(start, not_after or start + 365 * DAY)
+    start = unusual.get("not_before") or now() - dt.timedelta(minutes=5)
+    signer = make.Signer(ca.cert.subject, ca.key, unusual.get("digest"))
+    validity = make.Validity(start, unusual.get("not_after") or start + 365 * DAY)
     cert = make.certificate(make.name(cn), _public(k), signer, exts, validity)
     return Issued(cert, k)
 
@@ -140,23 +145,23 @@ class CertsDir:
         return str(self.path)
 
 
-def certs_dir(
-    path: Path,
-    role: Role,
-    ca: Issued,
-    own: Issued,
-    *,
-    password: Optional[bytes] = None,
-    pkcs1: bool = False,
-    key_mode: int = 0o600,
-    trust: Optional[Issued] = None,
-) -> CertsDir:
-    """A --certs-dir for *role*: ca.crt (*trust*, default *ca*), the certificate and its key."""
+class Written(TypedDict, total=False):
+    """How :func:`certs_dir` writes the folder, where a test wants it otherwise."""
+
+    password: Optional[bytes]  # the key encrypted with it
+    pkcs1: bool  # the key in the traditional form (BEGIN RSA/EC PRIVATE KEY), not PKCS#8
+    key_mode: int  # the key file's permissions (default 0o600)
+    trust: Optional[Issued]  # the CA in ca.crt (default: the issuer)
+
+
+def certs_dir(path: Path, role: Role, ca: Issued, own: Issued, **written: Unpack[Written]) -> CertsDir:
+    """A --certs-dir for *role*: ca.crt, the certificate *own* (issued by *ca*) and its key."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     out = CertsDir(path, role)
-    write(out.ca, pem((trust or ca).cert))
+    write(out.ca, pem((written.get("trust") or ca).cert))
     write(out.cert, pem(own.cert))
-    write(out.key, key_pem(own.key, password, pkcs1), key_mode)
+    key_file = key_pem(own.key, written.get("password"), written.get("pkcs1", False))
+    write(out.key, key_file, written.get("key_mode", 0o600))
     return out
 
 
