@@ -189,6 +189,23 @@ def _drain(sock: socket.socket) -> int:
     return count
 
 
+def connected(targets: List[str]) -> Tuple[List[socket.socket], List[socket.socket]]:
+    """Two sockets per target, connected: all of them, and the bound ones whose replies come back."""
+    socks: List[socket.socket] = []
+    bound: List[socket.socket] = []
+    for i, target in enumerate(targets):
+        for bind in (True, False):  # unbound: the kernel autobinds it (SO_PASSCRED), nobody reads it
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * wire.MAX_DATAGRAM)
+            if bind:
+                sock.bind(f"\0mm-flood-{os.getpid()}-{i}")  # abstract: works whoever we become
+                bound.append(sock)
+            sock.connect(target)  # while we may still open the owner-only path
+            sock.settimeout(STALL_S)
+            socks.append(sock)
+    return socks, bound
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("socket_dir")
@@ -203,18 +220,7 @@ def main(argv: List[str]) -> int:
     targets = [
         os.path.join(args.socket_dir, n) for n in names if os.path.exists(os.path.join(args.socket_dir, n))
     ]
-    socks: List[socket.socket] = []
-    bound: List[socket.socket] = []
-    for i, target in enumerate(targets):
-        for bind in (True, False):  # unbound: the kernel autobinds it (SO_PASSCRED), nobody reads it
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * wire.MAX_DATAGRAM)
-            if bind:
-                sock.bind(f"\0mm-flood-{os.getpid()}-{i}")  # abstract: works whoever we become
-                bound.append(sock)
-            sock.connect(target)  # while we may still open the owner-only path
-            sock.settimeout(STALL_S)
-            socks.append(sock)
+    socks, bound = connected(targets)
     if args.as_uid is not None:
         os.setgroups([])
         os.setgid(args.as_uid)

@@ -151,34 +151,17 @@ def commands(sent: Counter, stop: threading.Event) -> None:
     stop.set()
 
 
-def main() -> int:
-    socket_dir, mode = sys.argv[1], sys.argv[2]
-    if mode not in MODES:
-        raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
-    address = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(address)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)  # the > 64 KiB datagrams fit
-    received: Counter[str] = collections.Counter()
-    data, plugin = sock.recvfrom(wire.MAX_DATAGRAM)
-    count(received, data)
-    sock.sendto(ACK, plugin)
-    print(f"ready plugin={plugin}", flush=True)
-
-    # Encoded before the start, so that the sending loop does nothing else.
+def datagram_pool(mode: str) -> List[bytes]:
+    """Encoded before the start, so that the sending loop does nothing else."""
     if mode == "garbage":
-        pool = garbage_datagrams(random.Random(12))
-    else:
-        pool = [d for serial in range(ROUNDS) for d in flood_datagrams(serial, mode == "flood-deaf")]
-    stop = threading.Event()
-    sent: Counter = collections.Counter()
-    sys.stdin.readline()
-    threading.Thread(target=commands, args=(sent, stop), daemon=True).start()
-    reader = None
-    if mode != "flood-deaf":
-        reader = threading.Thread(target=read_answers, args=(sock, received, stop), daemon=True)
-        reader.start()
+        return garbage_datagrams(random.Random(12))
+    return [d for serial in range(ROUNDS) for d in flood_datagrams(serial, mode == "flood-deaf")]
 
+
+def send_until_stopped(
+    sock: socket.socket, plugin: str, pool: List[bytes], sent: Counter[str], stop: threading.Event
+) -> float:
+    """Send *pool* round robin to *plugin* until *stop*; the seconds it took."""
     # The kernel's send timeout, not Python's: a Python timeout polls, and an unconnected datagram
     # socket always polls writable, so it would spin on EAGAIN instead of waiting for room.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", 0, int(SEND_TIMEOUT_S * 1e6)))
@@ -197,13 +180,44 @@ def main() -> int:
                 sent[f"error:{exc.errno}"] += 1
             if stop.is_set():
                 break
-    seconds = time.monotonic() - t0
-    if reader is not None:
-        reader.join()
+    return time.monotonic() - t0
+
+
+def count_the_rest(sock: socket.socket, received: Counter[str]) -> None:
+    """What the plugin sent that is still queued on *sock*."""
     sock.setblocking(False)
     with contextlib.suppress(BlockingIOError):
         while True:
             count(received, sock.recv(wire.MAX_DATAGRAM))
+
+
+def main() -> int:
+    socket_dir, mode = sys.argv[1], sys.argv[2]
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+    address = wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(address)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)  # the > 64 KiB datagrams fit
+    received: Counter[str] = collections.Counter()
+    data, plugin = sock.recvfrom(wire.MAX_DATAGRAM)
+    count(received, data)
+    sock.sendto(ACK, plugin)
+    print(f"ready plugin={plugin}", flush=True)
+
+    pool = datagram_pool(mode)
+    stop = threading.Event()
+    sent: Counter[str] = collections.Counter()
+    sys.stdin.readline()
+    threading.Thread(target=commands, args=(sent, stop), daemon=True).start()
+    reader = None
+    if mode != "flood-deaf":
+        reader = threading.Thread(target=read_answers, args=(sock, received, stop), daemon=True)
+        reader.start()
+    seconds = send_until_stopped(sock, plugin, pool, sent, stop)
+    if reader is not None:
+        reader.join()
+    count_the_rest(sock, received)
     sock.close()
     os.unlink(address)
     stats = {"mode": mode, "seconds": seconds, "sent": dict(sent), "received": dict(received)}
