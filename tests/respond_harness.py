@@ -14,9 +14,12 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, TypedDict
 
 from harness import Dyno, read_until, rest_of_output, stop_process
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own is 3.11+; only annotations use it
 
 TOKEN = "s3cret"
 STARTS_AT = "2026-12-02T01:03:52.509324779Z"
@@ -45,22 +48,32 @@ MEASURED: Dict[str, Any] = {
 }
 
 
-def alert(
-    job: str = "77",
-    rank: str = "1",
-    host: str = "n2",
-    fingerprint: str = "6a39be9d7731f3fb",
-    status: str = "firing",
-    starts_at: str = STARTS_AT,
-) -> Dict[str, Any]:
-    """One alert of the measured kind; an empty *job* leaves its job_id label out."""
+class AlertFields(TypedDict, total=False):
+    """What sets one alert apart from the measured one (the default of each)."""
+
+    job: str  # "77"; an empty one leaves the job_id label out
+    rank: str  # "1"
+    host: str  # "n2"
+    fingerprint: str  # "6a39be9d7731f3fb"
+    status: str  # "firing"
+    starts_at: str  # STARTS_AT
+
+
+def alert(**fields: Unpack[AlertFields]) -> Dict[str, Any]:
+    """One alert of the measured kind, but for *fields*."""
     one = copy.deepcopy(MEASURED["alerts"][0])
-    labels = {"alertname": "MsMonitorSlowestRank", "host": host, "job_id": job, "rank": rank}
+    status = fields.get("status", "firing")
+    labels = {
+        "alertname": "MsMonitorSlowestRank",
+        "host": fields.get("host", "n2"),
+        "job_id": fields.get("job", "77"),
+        "rank": fields.get("rank", "1"),
+    }
     one.update(
         labels={k: v for k, v in labels.items() if v},
         status=status,
-        fingerprint=fingerprint,
-        startsAt=starts_at,
+        fingerprint=fields.get("fingerprint", "6a39be9d7731f3fb"),
+        startsAt=fields.get("starts_at", STARTS_AT),
         endsAt=NEVER if status == "firing" else "2026-12-02T01:09:52.509Z",
     )
     return one
