@@ -80,7 +80,8 @@ def log_says(d: Daemon, text: str) -> bool:
     return text in d.log_file.read_text()
 
 
-def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_stream_goes_on(
+# The arguments are pytest fixtures: each one a thing the test uses, not options to group.
+def test_a_renewed_server_certificate_is_served_to_new_connections_while_a_stream_goes_on(  # noqa: PLR0913
     start_daemon: Callable[..., Daemon],
     start_workload,
     dirs: Dirs,
