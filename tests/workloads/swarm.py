@@ -1096,28 +1096,21 @@ def run_command(daemon: Daemon, cfg: SoakConfig, name: str, args: List[str], ori
     return run
 
 
+@dataclass
 class CommandRunner:
     """The plan's commands, one after the other on a thread of its own, every ``command_every_s`` (or
-    at once when the last one took longer)."""
+    at once when the last one took longer); each one's :class:`CommandRun` goes to *runs*."""
 
-    def __init__(
-        self,
-        daemon: Daemon,
-        cfg: SoakConfig,
-        plan: Iterator[Tuple[str, List[str]]],
-        origin: float,
-        runs: List[CommandRun],
-        say: Callable[[str], None],
-    ) -> None:
-        self.daemon, self.cfg, self.plan, self.origin, self.runs, self.say = (
-            daemon,
-            cfg,
-            plan,
-            origin,
-            runs,
-            say,
-        )
-        self._stop = threading.Event()
+    daemon: Daemon
+    cfg: SoakConfig
+    plan: Iterator[Tuple[str, List[str]]]
+    origin: float
+    runs: List[CommandRun]
+    say: Callable[[str], None]
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread = field(init=False)
+
+    def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, name="soak-commands", daemon=True)
 
     def start(self) -> None:
@@ -1161,6 +1154,85 @@ def daemon_status(daemon: Daemon) -> Dict[str, Any]:
     return dict(daemon.dyno_json("status"))
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The daemon's counters and the swarm's at one moment: a measured window runs between two."""
+
+    at: float
+    cpu_s: float
+    delay_s: float
+    swarm: Dict[str, Any]
+
+
+def snapshot(pid: int, swarm: Swarm) -> Snapshot:
+    return Snapshot(time.monotonic(), cpu_seconds(pid), run_delay_s(pid), swarm.measure())
+
+
+def record_window(result: SoakResult, whole: Tuple[float, float], warm: Snapshot, end: Snapshot) -> None:
+    """The figures of the measured window, *warm* to *end*; ``cpu_pct_whole`` from *whole* (the first
+    command's time and the daemon's CPU seconds then)."""
+    origin, cpu0 = whole
+    result.measured_s = end.at - warm.at
+    result.cpu_pct = 100 * (end.cpu_s - warm.cpu_s) / result.measured_s
+    result.cpu_pct_whole = 100 * (end.cpu_s - cpu0) / (end.at - origin)
+    result.wait_pct = 100 * (end.delay_s - warm.delay_s) / result.measured_s
+    swarm_s = end.swarm["at"] - warm.swarm["at"]
+    result.swarm_cpu_pct = 100 * (end.swarm["cpu_s"] - warm.swarm["cpu_s"]) / swarm_s
+    result.swarm_pss_kib = int(end.swarm["pss_kib"])
+
+
+def record_registry(result: SoakResult, daemon: Daemon, pids: List[int]) -> None:
+    """What the daemon's registry holds at the end, and what it lost of *pids* on the way."""
+    listed = daemon.dyno_json("processes")
+    host_pids = {p["host_pid"] for p in listed}
+    result.registry_at_end = len(listed)
+    result.missing_at_end = sorted(set(pids) - host_pids)
+    seen = [c.registered for c in result.commands if c.registered >= 0]
+    result.registry_min_seen = min([*seen, len(listed)])
+    result.forgotten = forgotten(daemon.log_file, set(pids))
+
+
+def record_leave(result: SoakResult, daemon: Daemon, pid: int) -> None:
+    """Once the swarm stopped: the daemon read every datagram sent, then (not required) forgot all."""
+    sent = result.sent_total
+    # Every datagram a process's socket handed to the kernel is in the daemon's queue by now.
+    wait_until(
+        lambda: daemon_status(daemon)["ipc"]["received"] >= sent,
+        timeout=60,
+        what=f"the daemon to read the {sent} datagrams the processes sent",
+    )
+    status = daemon_status(daemon)
+    result.ipc = {k: int(v) for k, v in status["ipc"].items()}
+    result.dropped = {k: int(v) for k, v in status.get("dropped", {}).items()}
+    with contextlib.suppress(AssertionError):  # reported, not required: gone processes are swept
+        wait_until(lambda: daemon_status(daemon)["processes"] == 0, timeout=30)
+    result.registry_after_leave = int(daemon_status(daemon)["processes"])
+    result.rss_kib_after_leave = rss_kib(pid)
+
+
+def in_a_line(result: SoakResult) -> str:
+    refused = sum(result.swarm.get("refused", {}).values())
+    return (
+        f"RSS {result.rss_kib_warm} -> {result.rss_kib_end} KiB ({result.rss_growth_kib:+d}); daemon CPU "
+        f"{result.cpu_pct:.1f}% (waited {result.wait_pct:.1f}%), processes {result.swarm_cpu_pct:.1f}%; "
+        f"datagrams sent {result.sent_total}, read {result.ipc.get('received')}, handled "
+        f"{result.ipc.get('handled')}, malformed {result.ipc.get('malformed')}, rejected "
+        f"{result.ipc.get('rejected_senders')}, refused by the kernel {refused} times; commands "
+        f"answered {len(result.commands) - len(result.unanswered)} of {len(result.commands)}; registry "
+        f"{result.registry_at_end} (fewest {result.registry_min_seen}), forgotten {result.forgotten}"
+    )
+
+
+def ramp_up(swarm: Swarm, result: SoakResult, pid: int, say: Callable[[str], None]) -> None:
+    say(f"starting {result.config.processes} simulated processes")
+    t_launch = time.monotonic()
+    swarm.start()
+    result.pids = swarm.pids
+    result.ramp_s = time.monotonic() - t_launch
+    result.rss_kib_ready = rss_kib(pid)
+    say(f"all {len(swarm.pids)} registered after {result.ramp_s:.1f} s; RSS {result.rss_kib_ready} KiB")
+
+
 def run_soak(
     daemon: Daemon, cfg: SoakConfig, workdir: Path, say: Callable[[str], None] = print
 ) -> SoakResult:
@@ -1174,20 +1246,13 @@ def run_soak(
     trace_dir = workdir / "traces"
     trace_dir.mkdir(parents=True, exist_ok=True)
     swarm = Swarm(daemon, cfg, workdir / "swarm.log")
-    t_launch = time.monotonic()
     sampler: Optional[Sampler] = None
     commands: Optional[CommandRunner] = None
     try:
-        say(f"starting {cfg.processes} simulated processes")
-        swarm.start()
-        result.pids = swarm.pids
-        result.ramp_s = time.monotonic() - t_launch
-        result.rss_kib_ready = rss_kib(pid)
-        say(f"all {len(swarm.pids)} registered after {result.ramp_s:.1f} s; RSS {result.rss_kib_ready} KiB")
-
+        ramp_up(swarm, result, pid, say)
         origin = time.monotonic()
         sampler = Sampler(pid, origin).start()
-        cpu0 = cpu_seconds(pid)
+        whole = (origin, cpu_seconds(pid))
         result.commands.append(
             run_command(daemon, cfg, "npu-monitor start (all)", monitor_start(cfg), origin)
         )
@@ -1196,70 +1261,25 @@ def run_soak(
         # The measured window is timed here, whatever the commands take: they run on their own thread.
         time.sleep(max(0.0, origin + cfg.warmup_s - time.monotonic()))
         result.rss_kib_warm = rss_kib(pid)
-        t_warm, cpu_warm, delay_warm, swarm_warm = (
-            time.monotonic(),
-            cpu_seconds(pid),
-            run_delay_s(pid),
-            swarm.measure(),
-        )
-        say(f"warm-up over at {t_warm - origin:.0f} s: daemon RSS {result.rss_kib_warm} KiB")
+        warm = snapshot(pid, swarm)
+        say(f"warm-up over at {warm.at - origin:.0f} s: daemon RSS {result.rss_kib_warm} KiB")
         time.sleep(max(0.0, origin + cfg.duration_s - time.monotonic()))
         commands.finish()
 
-        t_end = time.monotonic()
-        cpu_end = cpu_seconds(pid)
-        delay_end = run_delay_s(pid)
+        end = snapshot(pid, swarm)
         result.rss_kib_end = rss_kib(pid)
-        swarm_end = swarm.measure()
         sampler.stop()
         result.rss_kib = sampler.rss
-        result.measured_s = t_end - t_warm
-        result.cpu_pct = 100 * (cpu_end - cpu_warm) / result.measured_s
-        result.cpu_pct_whole = 100 * (cpu_end - cpu0) / (t_end - origin)
-        result.wait_pct = 100 * (delay_end - delay_warm) / result.measured_s
-        result.swarm_cpu_pct = (
-            100 * (swarm_end["cpu_s"] - swarm_warm["cpu_s"]) / (swarm_end["at"] - swarm_warm["at"])
-        )
-        result.swarm_pss_kib = int(swarm_end["pss_kib"])
+        record_window(result, whole, warm, end)
         result.rss_kib_peak = max([r for t, r in result.rss_kib if t >= cfg.warmup_s] + [result.rss_kib_end])
-
-        listed = daemon.dyno_json("processes")
-        host_pids = {p["host_pid"] for p in listed}
-        result.registry_at_end = len(listed)
-        result.missing_at_end = sorted(set(swarm.pids) - host_pids)
-        seen = [c.registered for c in result.commands if c.registered >= 0]
-        result.registry_min_seen = min([*seen, len(listed)])
-        result.forgotten = forgotten(daemon.log_file, set(swarm.pids))
+        record_registry(result, daemon, swarm.pids)
         say(
             f"end: {result.registry_at_end} registered, daemon RSS {result.rss_kib_end} KiB, "
             f"CPU {result.cpu_pct:.1f}% of a core; stopping the swarm"
         )
-
         result.swarm = swarm.stop()
-        sent = result.sent_total
-        # Every datagram a process's socket handed to the kernel is in the daemon's queue by now.
-        wait_until(
-            lambda: daemon_status(daemon)["ipc"]["received"] >= sent,
-            timeout=60,
-            what=f"the daemon to read the {sent} datagrams the processes sent",
-        )
-        status = daemon_status(daemon)
-        result.ipc = {k: int(v) for k, v in status["ipc"].items()}
-        result.dropped = {k: int(v) for k, v in status.get("dropped", {}).items()}
-        with contextlib.suppress(AssertionError):  # reported, not required: gone processes are swept
-            wait_until(lambda: daemon_status(daemon)["processes"] == 0, timeout=30)
-        result.registry_after_leave = int(daemon_status(daemon)["processes"])
-        result.rss_kib_after_leave = rss_kib(pid)
-        refused = sum(result.swarm.get("refused", {}).values())
-        say(
-            f"RSS {result.rss_kib_warm} -> {result.rss_kib_end} KiB ({result.rss_growth_kib:+d}); daemon CPU "
-            f"{result.cpu_pct:.1f}% (waited {result.wait_pct:.1f}%), processes {result.swarm_cpu_pct:.1f}%; "
-            f"datagrams sent {result.sent_total}, read {result.ipc.get('received')}, handled "
-            f"{result.ipc.get('handled')}, malformed {result.ipc.get('malformed')}, rejected "
-            f"{result.ipc.get('rejected_senders')}, refused by the kernel {refused} times; commands "
-            f"answered {len(result.commands) - len(result.unanswered)} of {len(result.commands)}; registry "
-            f"{result.registry_at_end} (fewest {result.registry_min_seen}), forgotten {result.forgotten}"
-        )
+        record_leave(result, daemon, pid)
+        say(in_a_line(result))
         return result
     finally:
         if commands is not None:
