@@ -21,7 +21,7 @@ from dyno.app import parsed
 from dyno.commands import dynamic
 from dyno.declared import request as attach_request
 from dyno.main import main
-from dyno.model import DynamicReply
+from dyno.model.dynamic import DynamicReply
 from dyno.session.interactive import USAGE, Ending, Io, Session
 from dynoproto import dynolog_pb2 as pb
 from dynoproto.convert import to_model, to_proto

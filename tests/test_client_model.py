@@ -11,7 +11,10 @@ from typing import Any, List, Tuple
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from dyno import model
+from dyno.model import commands, daemon, dynamic, monitoring, traces
+from dyno.model.commands import ProcessOutcome
+from dyno.model.daemon import LegacyStatus
+from dyno.model.traces import TraceInfo
 from dynoproto import dynolog_pb2 as pb
 from dynoproto.convert import enum_prefix, to_model, to_proto
 
@@ -19,8 +22,12 @@ from dynoproto.convert import enum_prefix, to_model, to_proto
 # daemon's answer as it came).
 MODELS = [
     cls
-    for cls in vars(model).values()
-    if dataclasses.is_dataclass(cls) and isinstance(cls, type) and cls is not model.LegacyStatus
+    for module in (daemon, commands, traces, monitoring, dynamic)
+    for cls in vars(module).values()
+    if dataclasses.is_dataclass(cls)
+    and isinstance(cls, type)
+    and cls is not LegacyStatus
+    and cls.__module__ == module.__name__
 ]
 _SCALARS = {
     int: {
@@ -85,7 +92,7 @@ def test_a_message_into_the_model_and_back_is_the_same_message() -> None:
     info = pb.TraceInfo(trace_id="t1", kind="nputrace", created_at=3.5, done=True)
     process = info.processes.add(pid=7, host_pid=70, rank=1, phase=pb.TRACE_PHASE_FINISHED, files=["a", "b"])
     process.history.add(phase=pb.TRACE_PHASE_RUNNING, at=1.0)
-    converted = to_model(model.TraceInfo, info)
+    converted = to_model(TraceInfo, info)
     assert converted.processes[0].files == ("a", "b")
     assert to_proto(pb.TraceInfo, converted) == info
 
@@ -93,4 +100,4 @@ def test_a_message_into_the_model_and_back_is_the_same_message() -> None:
 def test_an_enum_value_this_dyno_does_not_know_reads_as_none() -> None:
     outcome = pb.ProcessOutcome(pid=1)
     outcome.reason = 999  # a newer daemon's reason: proto3 keeps the number
-    assert to_model(model.ProcessOutcome, outcome).reason is None
+    assert to_model(ProcessOutcome, outcome).reason is None

@@ -14,7 +14,8 @@ from msmonitor_contract.vocabulary import CommandStatus, Reason
 from .exits import CliError
 from .fleet import fanout
 from .fleet.target import Target
-from .model import CommandResponse, ProcessOutcome, TraceInfo
+from .model.commands import CommandResponse, ProcessOutcome
+from .model.traces import TraceInfo
 from .output import as_dict, print_json, rank_text, table
 
 NOT_TAKEN = "no process took the command"

@@ -14,7 +14,7 @@ from msmonitor_contract.targets import Targets
 from .edge.rpc import Daemon
 from .fleet import fanout
 from .fleet.target import Target
-from .model import MetricsReport
+from .model.monitoring import MetricsReport
 from .output import as_dict, control, print_json, rank_text, table
 
 CLEAR = "\033[H\033[2J"

@@ -13,7 +13,7 @@ from ..declared import JOB_ID
 from ..exits import EXIT_USAGE, CliError
 from ..flags import Command, Flag, directory
 from ..fleet.target import Target
-from ..model import IncidentInfo
+from ..model.monitoring import IncidentInfo
 from ..output import as_dict, duration, print_json, rank_text, table
 from ..respond import ENV
 

@@ -15,7 +15,8 @@ from ..declared import declared, request
 from ..exits import EXIT_USAGE, CliError
 from ..flags import Command, Flag, check_fields, directory
 from ..fleet.target import Target, absolute_path
-from ..model import CommandResponse, ProcessInfo
+from ..model.commands import CommandResponse
+from ..model.daemon import ProcessInfo
 from ..output import as_dict, print_json, rank_text, table
 
 FLAGS = (

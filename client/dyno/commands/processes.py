@@ -12,7 +12,7 @@ from .. import waiting
 from ..declared import JOB_ID
 from ..flags import Command, Flag
 from ..fleet.target import Target
-from ..model import ProcessInfo
+from ..model.daemon import ProcessInfo
 from ..output import as_dict, duration, print_json, table
 
 Listing = Tuple[ProcessInfo, ...]

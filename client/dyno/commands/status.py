@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Union
 from .. import waiting
 from ..flags import Command, Flag
 from ..fleet.target import Target
-from ..model import GetStatusResponse, IpcCounters, LegacyStatus, MsMonitorStatus
+from ..model.daemon import GetStatusResponse, IpcCounters, LegacyStatus, MsMonitorStatus
 from ..output import as_dict, duration, print_json
 
 Status = Union[GetStatusResponse, LegacyStatus]

@@ -9,7 +9,7 @@ from typing import Any, Dict, Sequence, Tuple
 from ..exits import EXIT_USAGE, CliError
 from ..flags import COLLECT, WAIT_TIMEOUT, Command, Flag
 from ..fleet.target import Target
-from ..model import TraceInfo, TraceSummary
+from ..model.traces import TraceInfo, TraceSummary
 from ..output import as_dict, print_json
 
 FLAGS = (

@@ -8,7 +8,7 @@ from typing import Any, Dict
 from .. import __version__
 from ..flags import Command
 from ..fleet.target import Target
-from ..model import GetVersionResponse
+from ..model.daemon import GetVersionResponse
 from ..output import as_dict, print_json
 
 

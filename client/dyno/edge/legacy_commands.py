@@ -18,7 +18,8 @@ from msmonitor_contract.kinds.gputrace import kineto_output_file
 from msmonitor_contract.schema import Kind
 from msmonitor_contract.vocabulary import CommandKind, CommandStatus, Reason
 
-from ..model import CommandResponse, GetVersionResponse, LegacyStatus, ProcessOutcome
+from ..model.commands import CommandResponse, ProcessOutcome
+from ..model.daemon import GetVersionResponse, LegacyStatus
 from .legacy import LegacyHost
 
 

@@ -15,31 +15,38 @@ import contextlib
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Iterator, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generic,
+    Iterator,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 import grpc
 from google.protobuf.message import Message
 
 from dynoproto import dynolog_pb2 as pb
 from dynoproto.convert import to_model, to_proto
-from msmonitor_contract.schema import Kind
-from msmonitor_contract.targets import Targets
 
 from ..fleet.target import Target
-from ..model import (
-    CommandResponse,
-    DynamicReply,
-    DynamicRequest,
-    FileChunk,
-    GetStatusResponse,
-    GetVersionResponse,
-    IncidentInfo,
-    LegacyStatus,
-    MetricsReport,
-    ProcessInfo,
-    TraceInfo,
-    TraceSummary,
-)
+from ..model.daemon import GetStatusResponse, GetVersionResponse, LegacyStatus, ProcessInfo
+
+if TYPE_CHECKING:  # each method imports its own: a dataclass costs ~1 ms to make, and status needs few
+    from msmonitor_contract.schema import Kind
+    from msmonitor_contract.targets import Targets
+
+    from ..model.commands import CommandResponse
+    from ..model.dynamic import DynamicReply, DynamicRequest
+    from ..model.monitoring import IncidentInfo, MetricsReport
+    from ..model.traces import FileChunk, TraceInfo, TraceSummary
 from . import connection
 from .legacy import LegacyDaemon, LegacyHost
 
@@ -76,6 +83,8 @@ class Daemon:
     def command(self, kind: Kind, request: Any, needs: Sequence[str] = ()) -> CommandResponse:
         """A command of *kind* (its request model); a C++ daemon is sent its own request, refused first
         where it lacks what the command *needs* (``--wait``: flags that need this project's daemon)."""
+        from ..model.commands import CommandResponse
+
         message = to_proto(getattr(pb, kind.name), request)
         try:
             return self._call(CommandResponse, kind.rpc, message)
@@ -107,45 +116,65 @@ class Daemon:
         return tuple(to_model(ProcessInfo, p) for p in reply.processes)
 
     def get_trace(self, trace_id: str) -> TraceInfo:
+        from ..model.traces import TraceInfo
+
         return self._call(TraceInfo, "GetTrace", pb.GetTraceRequest(trace_id=trace_id))
 
     def cancel_trace(self, trace_id: str) -> TraceInfo:
+        from ..model.traces import TraceInfo
+
         return self._call(TraceInfo, "CancelTrace", pb.GetTraceRequest(trace_id=trace_id))
 
     def list_traces(self, limit: int) -> Tuple[TraceSummary, ...]:
+        from ..model.traces import TraceSummary
+
         reply = self._unary("ListTraces", pb.ListTracesRequest(limit=limit))
         return tuple(to_model(TraceSummary, t) for t in reply.traces)
 
     def list_incidents(self, job_id: int = 0, limit: int = 0) -> Tuple[IncidentInfo, ...]:
+        from ..model.monitoring import IncidentInfo
+
         reply = self._unary("ListIncidents", pb.ListIncidentsRequest(job_id=job_id, limit=limit))
         return tuple(to_model(IncidentInfo, i) for i in reply.incidents)
 
     def get_incident(self, incident_id: int) -> IncidentInfo:
+        from ..model.monitoring import IncidentInfo
+
         return self._call(IncidentInfo, "GetIncident", pb.GetIncidentRequest(id=incident_id))
 
     def watch_trace(self, trace_id: str, timeout: float) -> Stream[TraceInfo]:
         """Each change of the trace until it is done; ends at *timeout* (``timed_out``)."""
+        from ..model.traces import TraceInfo
+
         request = pb.GetTraceRequest(trace_id=trace_id)
         return self._stream(
             TraceInfo, lambda stub: stub.WatchTrace(request, timeout=timeout), ends_at_deadline=True
         )
 
     def fetch_trace_files(self, trace_id: str, timeout: float) -> Stream[FileChunk]:
+        from ..model.traces import FileChunk
+
         request = pb.GetTraceRequest(trace_id=trace_id)
         return self._stream(FileChunk, lambda stub: stub.FetchTraceFiles(request, timeout=timeout))
 
     def fetch_monitor_files(self, targets: Targets, timeout: float) -> Stream[FileChunk]:
+        from ..model.traces import FileChunk
+
         request = pb.FetchMonitorFilesRequest(targets=to_proto(pb.Targets, targets))
         return self._stream(FileChunk, lambda stub: stub.FetchMonitorFiles(request, timeout=timeout))
 
     def watch_metrics(self, targets: Targets) -> Stream[MetricsReport]:
         """Every report of the processes *targets* select, each one's latest first; until cancelled."""
+        from ..model.monitoring import MetricsReport
+
         request = pb.WatchMetricsRequest(targets=to_proto(pb.Targets, targets), latest=True)
         return self._stream(MetricsReport, lambda stub: stub.WatchMetrics(request))
 
     def dynamic(self, requests: Iterator[DynamicRequest]) -> Stream[DynamicReply]:
         """A ``dyno dynamic`` session: *requests* go out as they come, the replies come back. The caller
         handles Ctrl-C itself (the session's reader runs on a thread of its own)."""
+        from ..model.dynamic import DynamicReply
+
         messages = (to_proto(pb.DynamicRequest, r) for r in requests)
         return self._stream(DynamicReply, lambda stub: stub.Dynamic(messages), interruptible=False)
 

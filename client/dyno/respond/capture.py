@@ -24,7 +24,7 @@ from ..commands import nputrace
 from ..declared import request as built_from
 from ..flags import check_fields
 from ..fleet import fanout
-from ..model import FileChunk, TraceInfo, TraceProcess
+from ..model.traces import FileChunk, TraceInfo, TraceProcess
 from ..tracing import collect, sync
 from ..tracing.progress import phase_name
 from ..tracing.send import Order, follow

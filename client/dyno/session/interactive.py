@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Protocol
 
 from msmonitor_contract.vocabulary import DynamicAction
 
-from ..model import DynamicReply, DynamicRequest
+from ..model.dynamic import DynamicReply, DynamicRequest
 from ..output import as_dict, print_json
 from . import lines as session_lines
 

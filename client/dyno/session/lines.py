@@ -8,7 +8,8 @@ from typing import Callable, Dict, List, Optional
 
 from msmonitor_contract.vocabulary import DynamicAction, SessionNews, TracePhase
 
-from ..model import DynamicProcess, DynamicReply, SessionPart, TraceProcess
+from ..model.dynamic import DynamicProcess, DynamicReply, SessionPart
+from ..model.traces import TraceProcess
 from ..output import size_text
 from ..tracing.progress import phase_name
 

@@ -39,7 +39,7 @@ from msmonitor_contract.vocabulary import MONITOR_FILE
 from ..exits import EXIT_USAGE, CliError
 from ..fleet import fanout
 from ..fleet.target import Target
-from ..model import FileChunk
+from ..model.traces import FileChunk
 
 MIB = 1 << 20
 PROGRESS_EVERY = 64 * MIB  # a progress line per this much of one file; smaller files get none

@@ -15,7 +15,7 @@ from msmonitor_contract.vocabulary import TracePhase
 
 from ..exits import EXIT_FAILED, EXIT_INTERRUPTED, CliError
 from ..fleet.target import Target
-from ..model import TraceInfo, TraceProcess, TraceSummary
+from ..model.traces import TraceInfo, TraceProcess, TraceSummary
 from ..output import rank_text, size_text, table
 
 TRACE_HEADERS = ("PID", "RANK", "PHASE", "STEPS", "FILES / ERROR")

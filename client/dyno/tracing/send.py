@@ -13,7 +13,8 @@ from ..answers import COMMAND_HEADERS, command_json, command_rows, judge_command
 from ..edge.rpc import Daemon
 from ..fleet import fanout
 from ..fleet.target import Target
-from ..model import CommandResponse, TraceInfo
+from ..model.commands import CommandResponse
+from ..model.traces import TraceInfo
 from .progress import all_finished, watch
 
 

@@ -19,7 +19,8 @@ from ..edge.rpc import Daemon
 from ..exits import EXIT_FAILED, EXIT_USAGE, CliError
 from ..fleet import fanout, hosts
 from ..fleet.target import Target
-from ..model import CommandResponse, ProcessInfo
+from ..model.commands import CommandResponse
+from ..model.daemon import ProcessInfo
 from .progress import clock
 from .send import Order, start_on
 
