@@ -1,12 +1,13 @@
-"""How fast ``dyno`` starts: ``dyno --help`` against ``python -c pass``, ``dyno status`` against gRPC.
+"""How fast ``dyno`` starts: ``dyno --help`` against a bare typer app's, ``dyno status`` against
+importing what it must (gRPC and typer).
 
-* Four commands, timed as a user runs them (fork/exec, interpreter start, imports, work, exit), in
+* Five commands, timed as a user runs them (fork/exec, interpreter start, imports, work, exit), in
   rounds: each round runs each command once, one after the other, so load on the machine falls on all
-  four alike. Figures are medians over the rounds.
+  alike. Figures are medians over the rounds.
 * ``dyno --port P status`` asks a real daemon started here on a free port with private sockets.
-* The goals hold each command to its floor: ``--help`` needs the standard library and dyno only
-  (≤ 3.5 times ``python -c pass``); ``status`` must load gRPC and protobuf (≤ 2 times
-  ``python -c "import grpc"``).
+* The goals hold each command to its floor: ``dyno --help`` ≤ 1.3 times the ``--help`` of a typer app
+  with as many commands that do nothing (written here, run by the same Python); ``dyno status`` ≤ 1.3
+  times ``python -c "import grpc, typer"``. ``python -c pass`` is shown for scale.
 * Bytecode: the timed processes keep compiled modules in a private cache (``PYTHONPYCACHEPREFIX``),
   filled by warm-up rounds, as an installed dyno has them; with ``PYTHONDONTWRITEBYTECODE``, which some
   sandboxes set, every run would compile dyno from source and time that instead.
@@ -27,15 +28,37 @@ from _bench import Figure, clean_env, report, running_daemon, summarize_ns
 
 PYTHON = sys.executable
 DYNO = str(Path(sys.executable).parent / "dyno")
-HELP_GOAL = 3.5  # times python -c pass
-STATUS_GOAL = 2.0  # times python -c "import grpc"
+HELP_GOAL = 1.3  # times a bare typer app's --help
+STATUS_GOAL = 1.3  # times python -c "import grpc, typer"
+BARE = "bare typer app --help"
+FLOOR = 'python -c "import grpc, typer"'
+# A typer app of dyno's size whose commands do nothing: what any typer CLI pays for its --help.
+BARE_APP = """\
+import typer
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
+for i in range({commands}):
+    def command(value: int = 0) -> None:
+        \"\"\"A command that does nothing.\"\"\"
+    app.command(f"command{{i}}")(command)
+app()
+"""
 
 
-def commands(port: int) -> Dict[str, List[str]]:
+def bare_app(folder: str) -> str:
+    from dyno.commands import COMMANDS
+
+    path = Path(folder) / "bare_typer_app.py"
+    path.write_text(BARE_APP.format(commands=len(COMMANDS)))
+    return str(path)
+
+
+def commands(port: int, bare: str) -> Dict[str, List[str]]:
     return {
         "python -c pass": [PYTHON, "-c", "pass"],
-        'python -c "import grpc"': [PYTHON, "-c", "import grpc"],
+        BARE: [PYTHON, bare, "--help"],
         "dyno --help": [DYNO, "--help"],
+        FLOOR: [PYTHON, "-c", "import grpc, typer"],
         "dyno status": [DYNO, "--port", str(port), "status"],
     }
 
@@ -71,19 +94,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="msmonitor-pyc-") as pyc, running_daemon() as daemon:
         env = clean_env(PYTHONPYCACHEPREFIX=pyc)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        cmds = commands(daemon.port)
+        cmds = commands(daemon.port, bare_app(pyc))
         time_rounds(cmds, env, args.warmup, 60.0)
         samples = time_rounds(cmds, env, args.runs, 120.0)
 
     ms = {name: median_ms(values) for name, values in samples.items()}
-    help_ratio = ms["dyno --help"] / ms["python -c pass"]
-    status_ratio = ms["dyno status"] / ms['python -c "import grpc"']
+    help_ratio = ms["dyno --help"] / ms[BARE]
+    status_ratio = ms["dyno status"] / ms[FLOOR]
     figures = [
         *(Figure(f"{name}: median", value, "ms", "", "—") for name, value in ms.items()),
-        Figure("dyno --help / python -c pass", help_ratio, "x", f"<= {HELP_GOAL}", "— (Rust CLI)"),
-        Figure(
-            'dyno status / python -c "import grpc"', status_ratio, "x", f"<= {STATUS_GOAL}", "— (Rust CLI)"
-        ),
+        Figure(f"dyno --help / {BARE}", help_ratio, "x", f"<= {HELP_GOAL}", "— (Rust CLI)"),
+        Figure(f"dyno status / {FLOOR}", status_ratio, "x", f"<= {STATUS_GOAL}", "— (Rust CLI)"),
     ]
     rounds = len(samples["dyno status"])
     notes = [
