@@ -418,6 +418,45 @@ def make_certificates(pki: Path) -> None:
     dyno("certs", "issue", str(pki), "--client-name", PROBE_CLIENT, expect=0, timeout=120)
 
 
+def home_in(sandbox: Path) -> Path:
+    """A home folder every pod's uid may write to."""
+    home = sandbox / "home"
+    home.mkdir(mode=0o777)
+    home.chmod(0o777)
+    return home
+
+
+def run_init_container(
+    node: Node, prepare: Dict[str, Any], volumes: Dict[str, Path], home: Path, owner: Tuple[int, int]
+) -> None:
+    """The DaemonSet's init container, for a daemon running as *owner* (uid, gid)."""
+    rewrite = node.mounts(prepare, volumes)
+    env = environment(prepare, rewrite, home) | {"DAEMON_UID": str(owner[0]), "DAEMON_GID": str(owner[1])}
+    run([rewrite(arg) for arg in prepare["command"] + prepare["args"]], env=env)
+
+
+def training_pod(node: Node, objects: List[Dict[str, Any]], home: Path) -> Workload:
+    """The example's training pod on this node (not started): same host folder, its environment, its uid.
+    No framework here: the agent starts on init(), as it would on import torch."""
+    (training,) = load_yaml(TRAINING_POD)
+    (train,) = training["spec"]["containers"]
+    volumes = node.volumes(training["spec"], objects, "train")
+    env = environment(train, node.mounts(train, volumes), home)
+    return Workload("idle.py", env, ["--init"], launcher=as_user(training["spec"]["securityContext"]))
+
+
+def write_flag_file(
+    rendered: List[Dict[str, Any]], daemon: Dict[str, Any], rewrite: Callable[[str], str]
+) -> None:
+    """The daemon's ConfigMap flags where its container reads them, but on free local ports."""
+    flags = flags_of(rendered)
+    text = "\n".join(flag_lines(rendered))
+    text = text.replace(f"--port={flags.port}", "--port=0").replace("0.0.0.0", "127.0.0.1")
+    text = text.replace(f"--prometheus-port={flags.prometheus_port}", f"--prometheus-port={free_port()}")
+    (flagfile,) = daemon["args"]
+    Path(rewrite(flagfile.split("=", 1)[1])).write_text(rewrite(text) + "\n")
+
+
 def test_a_daemonset_pod_serves_its_probes_and_a_training_pod(
     rendered: List[Dict[str, Any]], sandbox: Path, tmp_path: Path
 ) -> None:
@@ -438,26 +477,16 @@ def test_a_daemonset_pod_serves_its_probes_and_a_training_pod(
     user = as_user(daemon["securityContext"])
     uid = int(daemon["securityContext"]["runAsUser"]) if user else os.getuid()
     gid = int(daemon["securityContext"]["runAsGroup"]) if user else os.getgid()
-    home = sandbox / "home"
-    home.mkdir(mode=0o777)
-    home.chmod(0o777)
+    home = home_in(sandbox)
 
     # The init container, as root (CAP_CHOWN): the socket folder and the certificates for the daemon's uid.
-    rewrite = node.mounts(prepare, volumes)
-    env = environment(prepare, rewrite, home) | {"DAEMON_UID": str(uid), "DAEMON_GID": str(gid)}
-    run([rewrite(arg) for arg in prepare["command"] + prepare["args"]], env=env)
+    run_init_container(node, prepare, volumes, home, (uid, gid))
     ipc = node.host(by_name(pod["volumes"], "ipc")["hostPath"]["path"])
     assert (ipc.stat().st_uid, oct(ipc.stat().st_mode & 0o777)) == (uid, "0o700")
 
-    # The daemon: its ConfigMap's flags, but on free local ports.
     rewrite = node.mounts(daemon, volumes)
+    write_flag_file(rendered, daemon, rewrite)
     flags = flags_of(rendered)
-    prometheus = free_port()
-    text = "\n".join(flag_lines(rendered))
-    text = text.replace(f"--port={flags.port}", "--port=0").replace("0.0.0.0", "127.0.0.1")
-    text = text.replace(f"--prometheus-port={flags.prometheus_port}", f"--prometheus-port={prometheus}")
-    (flagfile,) = daemon["args"]
-    Path(rewrite(flagfile.split("=", 1)[1])).write_text(rewrite(text) + "\n")
     proc = subprocess.Popen(
         [*user, str(BIN / "dynolog"), *(rewrite(a) for a in daemon["args"])],
         stdout=subprocess.PIPE,
@@ -495,23 +524,14 @@ def test_a_daemonset_pod_serves_its_probes_and_a_training_pod(
         refused = dyno_tls(port, rewrite(probe_dir), "npu-monitor", "--npu-monitor-start")
         assert refused.returncode != 0 and "read-only" in (refused.stdout + refused.stderr).lower(), refused
 
-        # A training pod of the example, on this node: same host folder, its environment, its uid.
-        (training,) = load_yaml(TRAINING_POD)
-        (train,) = training["spec"]["containers"]
-        train_volumes = node.volumes(training["spec"], objects, "train")
-        train_rewrite = node.mounts(train, train_volumes)
-        train_env = environment(train, train_rewrite, home)
-        # No framework here: the agent starts on init(), as it would on import torch.
-        workload = Workload(
-            "idle.py", train_env, ["--init"], launcher=as_user(training["spec"]["securityContext"])
-        )
+        workload = training_pod(node, objects, home)
         workload.start()
         client = str(pki / "client")
         seen = wait_until(
             lambda: next((p for p in processes(port, client) if p["pid"] == workload.pid), None),  # type: ignore[union-attr]
             what="the training pod's process to register",
         )
-        assert seen["job_id"] == int(train_env["MSMONITOR_JOB_ID"])
+        assert seen["job_id"] == int(workload.env["MSMONITOR_JOB_ID"])
     finally:
         if workload is not None:
             workload.stop()
