@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from _bench import REPO, Figure, clean_env, report
 from dynolog.incidents.detector import Detector, Settings, Who
@@ -100,17 +100,27 @@ def slowed(base: Report, name: str, factor: float, seq: int) -> Report:
     return copy
 
 
-def stream(
-    reports: List[Report], rng: random.Random, n: int, slow_from: int, name: str, factor: float
-) -> Iterator[Report]:
+class Slowdown(NamedTuple):
+    """Operator *name* takes *factor* times as long from report *since* on."""
+
+    since: int
+    name: str
+    factor: float
+
+
+STEADY = Slowdown(0, "", 1.0)
+
+
+def stream(reports: List[Report], rng: random.Random, n: int, slowdown: Slowdown) -> Iterator[Report]:
     for seq in range(1, n + 1):
-        yield slowed(rng.choice(reports), name, factor if seq >= slow_from else 1.0, seq)
+        factor = slowdown.factor if seq >= slowdown.since else 1.0
+        yield slowed(rng.choice(reports), slowdown.name, factor, seq)
 
 
 def delay(reports: List[Report], name: str, slowdown: float, threshold: float, seed: int) -> Optional[int]:
     detector, rng = Detector(Settings()), random.Random(seed)
     start = Settings().warmup + STEADY_BEFORE
-    for r in stream(reports, rng, start + 60, start, name, 1 + slowdown):
+    for r in stream(reports, rng, start + 60, Slowdown(start, name, 1 + slowdown)):
         found = detector.observe(WHO, r, threshold, FOR)
         if found is not None and r.seq >= start and any(f.key.name == name for f in found.findings):
             return r.seq - start + 1
@@ -119,7 +129,7 @@ def delay(reports: List[Report], name: str, slowdown: float, threshold: float, s
 
 def false_alarms(reports: List[Report], threshold: float, for_intervals: int, intervals: int) -> int:
     detector, rng = Detector(Settings()), random.Random(1)
-    steady = stream(reports, rng, intervals, 0, "", 1)
+    steady = stream(reports, rng, intervals, STEADY)
     return sum(detector.observe(WHO, r, threshold, for_intervals) is not None for r in steady)
 
 
