@@ -64,9 +64,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from _bench import (
     Daemon,
@@ -204,15 +204,20 @@ class Counts:
     timeouts: int = 0  # datagrams given up on (never sent)
 
 
-def _send_paced(
-    sock: socket.socket, daemon: str, datagrams: List[bytes], c: Counts, due: float, backoff: Backoff
-) -> None:
+class Link(NamedTuple):
+    """A sender's socket and the daemon's address it sends to."""
+
+    sock: socket.socket
+    daemon: str
+
+
+def _send_paced(link: Link, datagrams: List[bytes], c: Counts, due: float, backoff: Backoff) -> None:
     """Non-blocking, as the plugin sends; a refused datagram is retried after the plugin's own back-off
     (*backoff*: UNSENT_RETRY_S, doubling, jittered) up to GIVE_UP_S after *due*."""
     for data in datagrams:
         while True:
             try:
-                sock.sendto(data, daemon)
+                link.sock.sendto(data, link.daemon)
                 c.datagrams += 1
                 backoff.reset()
                 break
@@ -229,14 +234,14 @@ def _send_paced(
     c.max_delay_s = max(c.max_delay_s, waited)
 
 
-def _flood(sock: socket.socket, daemon: str, template: Template, c: Counts, seq: int, phase: Any) -> int:
+def _flood(link: Link, template: Template, c: Counts, seq: int, phase: Any) -> int:
     """Reports back to back with blocking sends while *phase* holds its value; returns the last seq."""
     running = phase.value
     while phase.value == running:
         seq += 1
         for data in template.datagrams(seq):
             try:
-                sock.sendto(data, daemon)
+                link.sock.sendto(data, link.daemon)
                 c.datagrams += 1
             except OSError:  # SO_SNDTIMEO expired: the daemon read nothing for SEND_TIMEOUT_S
                 c.timeouts += 1
@@ -271,10 +276,10 @@ def sender(socket_dir: str, rank: int, shared: Any, ready: Any, results: Any) ->
                     continue
                 seq += 1
                 sock.setblocking(False)
-                _send_paced(sock, daemon, template.datagrams(seq), counts[phase], tick, backoff)
+                _send_paced(Link(sock, daemon), template.datagrams(seq), counts[phase], tick, backoff)
             elif phase in (FLOOD, WATCHED):
                 sock.setblocking(True)  # the kernel's SO_SNDTIMEO still bounds each send
-                seq = _flood(sock, daemon, template, counts[phase], seq, phase_value)
+                seq = _flood(Link(sock, daemon), template, counts[phase], seq, phase_value)
             else:
                 time.sleep(0.005)
         results.put((rank, {PHASES[p]: vars(c) for p, c in counts.items()}))
@@ -523,6 +528,208 @@ def delivery(produced: float, delivered: float, dropped: float, how: str) -> Dic
     }
 
 
+@dataclass
+class Prober:
+    """The benchmark process as one more registered process: its probe reports, sent after the senders',
+    mark where the WatchMetrics stream has got to."""
+
+    link: Link
+    template: Template
+    seqs: List[int] = field(default_factory=lambda: [PROBE_SEQ])
+
+    @classmethod
+    def registered(cls, stack: contextlib.ExitStack, socket_dir: str) -> Prober:
+        me = open_socket(socket_dir, "mbprobe")
+        stack.callback(close_socket, me)
+        link = Link(me, str(wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir)))
+        register(link.sock, link.daemon, -1)
+        return cls(link, Template.of(build_report(-1, 0)))
+
+    def send(self) -> int:
+        self.seqs.append(self.seqs[-1] + 1)
+        for data in self.template.datagrams(self.seqs[-1]):
+            self.link.sock.sendto(data, self.link.daemon)
+        return self.seqs[-1]
+
+    @property
+    def sent(self) -> int:
+        return len(self.seqs) - 1
+
+
+@dataclass
+class Phases:
+    """Leads the fleet through the phases; each phase's window of the daemon's CPU and its memory."""
+
+    f: Fleet
+    obs: Observer
+    n: int
+    windows: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    memory: Dict[str, Any] = field(default_factory=dict)
+
+    def paced(self, which: int, seconds: float, warm_up: int = 1) -> None:
+        f, obs = self.f, self.obs
+        say(f"1 s interval, {PHASES[which]}")
+        f.base.value = time.monotonic() + 0.2
+        f.phase.value = which
+        time.sleep(0.2 + warm_up)  # the first reports of all create the sinks' files
+        # Start and end halfway between ticks, so the window holds whole intervals.
+        time.sleep((f.base.value + 0.5 - time.monotonic()) % 1.0)
+        before = obs.sample()
+        time.sleep(round(seconds))
+        after = obs.sample()
+        self.memory[PHASES[which]] = proc_status(obs.pid)
+        f.phase.value = IDLE
+        self.windows[PHASES[which]] = window(before, after, self.n * round(seconds))
+        time.sleep(1.2)
+
+    def flood(self, which: int, seconds: float, status_calls: int = 0) -> List[float]:
+        f, obs = self.f, self.obs
+        say(PHASES[which])
+        t_on = time.monotonic()
+        f.phase.value = which
+        time.sleep(0.5)
+        before = obs.sample()
+        time.sleep(seconds)
+        after = obs.sample()
+        self.memory[PHASES[which]] = proc_status(obs.pid)
+        waits = [obs.time_status() for _ in range(status_calls)]  # still flooding
+        f.phase.value = IDLE
+        self.windows[PHASES[which]] = window(before, after, 0)
+        self.windows[PHASES[which]]["phase_s"] = time.monotonic() - t_on
+        return waits
+
+    def all(self, prober: Prober, paced_s: float, flood_s: float) -> Tuple[List[float], int]:
+        """Every phase in turn; the GetStatus waits under the flood, and the probes the watch missed."""
+        self.paced(SYNCED, paced_s, warm_up=2)
+        self.paced(SPREAD, paced_s * 0.4)
+        status_waits = self.flood(FLOOD, flood_s, status_calls=1)
+        time.sleep(0.5)
+        self.obs.start_watch()
+        if not any(self.obs.wait_probe(prober.send(), 0.5) for _ in range(20)):
+            raise RuntimeError("the WatchMetrics stream saw none of the probe reports")
+        unwatched_probes = len(prober.seqs) - 2  # those sent before the stream saw the first
+        self.paced(SYNCED_WATCHED, paced_s * 0.3)
+        self.flood(WATCHED, flood_s)
+        return status_waits, unwatched_probes
+
+
+Totals = Dict[str, Dict[str, float]]
+
+
+def totals_of(sent: Dict[int, Dict[str, Dict[str, float]]]) -> Totals:
+    """The senders' counts summed per phase (the longest delay: the largest)."""
+    return {
+        name: {
+            k: (max if k == "max_delay_s" else sum)(s[name][k] for s in sent.values()) for k in vars(Counts())
+        }
+        for name in PHASES.values()
+    }
+
+
+def complete_windows(
+    windows: Dict[str, Dict[str, float]], totals: Totals, chunks_per_report: int, status_waits: List[float]
+) -> None:
+    # Flood: reports per second are the datagrams the senders got into the daemon's socket over the
+    # phase (blocking sends: each waited for room, so the daemon read them), from the senders' counts.
+    for name in ("flood", "watched"):
+        w = windows[name]
+        w["reports"] = totals[name]["datagrams"] / chunks_per_report
+        w["reports_per_s"] = w["reports"] / w["phase_s"]
+        w["cpu_us_per_report"] = 1e6 * (w["cpu_pct_schedstat"] / 100) / w["reports_per_s"]
+    windows["flood"]["getstatus_s"] = status_waits[0]
+    for name in ("synced_watched", "watched"):
+        w = windows[name]
+        w["watched_share"] = w["watched_per_s"] / w["reports_per_s"]
+
+
+@dataclass
+class End:
+    """What the run ended with: the senders' totals, the daemon's counters, what the watch saw."""
+
+    f: Fleet
+    totals: Totals
+    total_reports: Dict[int, float]  # rank -> reports it sent, all phases
+    probes: int
+    final: Any  # the daemon's IPC counters
+    dropped: Dict[str, int]
+    accounting: Dict[str, Any] = field(default_factory=dict)
+    # Per destination: the reports it should have had, those found at its output, those the daemon
+    # counted as dropped on the way; what is left was lost unseen.
+    deliveries: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def account(self, watch_complete: bool, latest: Dict[int, int]) -> None:
+        f, final = self.f, self.final
+        self.accounting = {
+            "datagrams_sent": sum(t["datagrams"] for t in self.totals.values()),
+            "datagrams_not_sent": sum(t["timeouts"] for t in self.totals.values()),
+            # less the n + 1 hellos and the probe reports
+            "datagrams_received": final.received - (len(f.pid_of) + 1) - self.probes * f.chunks_per_report,
+            "malformed": final.malformed,
+            "rejected_senders": final.rejected_senders,
+            "watch_complete": watch_complete,
+            "processes_in_latest": len(latest),
+            "latest_is_last_sent": sum(latest.get(f.pid_of[r]) == t for r, t in self.total_reports.items()),
+            "dropped": self.dropped,
+        }
+
+    def watch_delivery(self, obs: Observer, unwatched_probes: int) -> None:
+        whole = [
+            self.totals[p]["datagrams"] / self.f.chunks_per_report for p in ("synced_watched", "watched")
+        ]
+        self.deliveries["watch"] = delivery(
+            sum(whole) + self.probes - unwatched_probes,
+            obs.watched + len(obs._probes),
+            self.dropped.get("watch_queue", 0),
+            "messages the WatchMetrics client read; should have: reports sent while it watched",
+        )
+
+
+def sink_deliveries(end: End, prometheus: Scrape, probe_records: int, daemon: Daemon, tb: Path) -> None:
+    """Each sink's delivery, from Prometheus' scrape and then, *daemon* stopped, from the files."""
+    f, dropped, total_reports = end.f, end.dropped, end.total_reports
+    accounting, deliveries = end.accounting, end.deliveries
+    expected = sum(total_reports[r] * f.records_of[r] for r in total_reports) + end.probes * probe_records
+    accounting["prometheus_records_total"] = sum(prometheus.records.values())
+    accounting["records_sent"] = expected
+    accounting["daemon_report_counts"] = prometheus.reports
+    deliveries["watch"]["daemon_handed_to_streams"] = prometheus.reports.get("watch", 0)
+    received = prometheus.reports.get("received", 0)
+    accounting["reports_sent"] = sum(total_reports.values()) + end.probes
+    sink_lost = {
+        name: dropped.get("sink_queue", 0) + dropped.get(f"sink_error:{name}", 0) for name in SINKS.values()
+    }
+    # Prometheus: each process's records_total over the records of one of its reports.
+    per_report = {str(r): f.records_of[r] for r in total_reports}
+    per_report[f"pid{os.getpid()}"] = probe_records
+    deliveries["prometheus"] = delivery(
+        received,
+        sum(total / per_report[rank] for rank, total in prometheus.records.items()),
+        sink_lost["PrometheusSink"],
+        "msmonitor_records_total of each process / records in one of its reports",
+    )
+    daemon.stop()  # the sinks write what is queued and close their files
+    jsonl = sorted(daemon.log_file.parent.glob("dynolog_metrics.jsonl*"))
+    accounting["jsonl_files"] = len(jsonl)
+    accounting["jsonl_lines"] = sum(sum(1 for _ in p.open("rb")) for p in jsonl)
+    # Rotation deletes only the oldest of five backups: while there is no .5, every line is on disk.
+    rotated_away = any(p.name.endswith(".5") for p in jsonl)
+    deliveries["jsonl"] = delivery(
+        received,
+        prometheus.reports.get("sink:JsonlSink", 0) if rotated_away else accounting["jsonl_lines"],
+        sink_lost["JsonlSink"],
+        "the sink's own count (rotation deleted files)" if rotated_away else "lines in the files",
+    )
+    accounting["tensorboard_event_files"] = len(list(tb.rglob("events.out.tfevents.*")))
+    deliveries["tensorboard"] = delivery(
+        received,
+        tensorboard_reports(tb),
+        sink_lost["TensorBoardSink"],
+        "events in the files' host runs (one per report)",
+    )
+    for key, name in SINKS.items():
+        deliveries[key]["daemon_count"] = prometheus.reports.get(f"sink:{name}", 0)
+
+
 def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, Any]:
     """One daemon, *n* processes, every phase; the measured windows and the accounting."""
     prom_port = free_port() if with_sinks else 0
@@ -541,173 +748,40 @@ def run(with_sinks: bool, paced_s: float, flood_s: float, n: int) -> Dict[str, A
         obs = Observer(daemon)
         stack.callback(obs.close)
         # The benchmark process registers too, and sends probe reports to sync with the watcher.
-        me = open_socket(socket_dir, "mbprobe")
-        stack.callback(close_socket, me)
-        daemon_address = str(wire.endpoint_address(wire.DAEMON_ENDPOINT, socket_dir))
-        register(me, daemon_address, -1)
-        probe = Template.of(build_report(-1, 0))
-        probe_seqs = [PROBE_SEQ]
-
-        def send_probe() -> int:
-            probe_seqs.append(probe_seqs[-1] + 1)
-            for data in probe.datagrams(probe_seqs[-1]):
-                me.sendto(data, daemon_address)
-            return probe_seqs[-1]
-
-        windows: Dict[str, Dict[str, float]] = {}
-        memory = {"registered": proc_status(obs.pid)}
-
-        def paced(which: int, seconds: float, warm_up: int = 1) -> None:
-            say(f"1 s interval, {PHASES[which]}")
-            f.base.value = time.monotonic() + 0.2
-            f.phase.value = which
-            time.sleep(0.2 + warm_up)  # the first reports of all create the sinks' files
-            # Start and end halfway between ticks, so the window holds whole intervals.
-            time.sleep((f.base.value + 0.5 - time.monotonic()) % 1.0)
-            before = obs.sample()
-            time.sleep(round(seconds))
-            after = obs.sample()
-            memory[PHASES[which]] = proc_status(obs.pid)
-            f.phase.value = IDLE
-            windows[PHASES[which]] = window(before, after, n * round(seconds))
-            time.sleep(1.2)
-
-        def flood(which: int, seconds: float, status_calls: int = 0) -> List[float]:
-            say(PHASES[which])
-            t_on = time.monotonic()
-            f.phase.value = which
-            time.sleep(0.5)
-            before = obs.sample()
-            time.sleep(seconds)
-            after = obs.sample()
-            memory[PHASES[which]] = proc_status(obs.pid)
-            waits = [obs.time_status() for _ in range(status_calls)]  # still flooding
-            f.phase.value = IDLE
-            windows[PHASES[which]] = window(before, after, 0)
-            windows[PHASES[which]]["phase_s"] = time.monotonic() - t_on
-            return waits
-
-        paced(SYNCED, paced_s, warm_up=2)
-        paced(SPREAD, paced_s * 0.4)
-        status_waits = flood(FLOOD, flood_s, status_calls=1)
-        time.sleep(0.5)
-        obs.start_watch()
-        if not any(obs.wait_probe(send_probe(), 0.5) for _ in range(20)):
-            raise RuntimeError("the WatchMetrics stream saw none of the probe reports")
-        unwatched_probes = len(probe_seqs) - 2  # those sent before the stream saw the first
-        paced(SYNCED_WATCHED, paced_s * 0.3)
-        flood(WATCHED, flood_s)
+        prober = Prober.registered(stack, socket_dir)
+        phases = Phases(f, obs, n, memory={"registered": proc_status(obs.pid)})
+        status_waits, unwatched_probes = phases.all(prober, paced_s, flood_s)
         say("accounting")
         f.phase.value = STOP
         sent = collect(f.results, n)  # each sender's last datagram is in the daemon's socket by now
-        watch_complete = obs.wait_probe(send_probe(), 60.0)
+        watch_complete = obs.wait_probe(prober.send(), 60.0)
         latest = obs.latest()
         prometheus = sinks_settled(prom_port, 120.0) if with_sinks else None
         status = obs.status()
-        final, dropped = status.ipc, dict(status.dropped)
         f.phase.value = EXIT
-        memory["end"] = proc_status(obs.pid)
+        phases.memory["end"] = proc_status(obs.pid)
         torch_loaded = has_torch(obs.pid)  # now: with sinks, the daemon is stopped below
 
-        totals = {
-            name: {
-                k: (max if k == "max_delay_s" else sum)(s[name][k] for s in sent.values())
-                for k in vars(Counts())
-            }
-            for name in PHASES.values()
-        }
-        # Flood: reports per second are the datagrams the senders got into the daemon's socket over the
-        # phase (blocking sends: each waited for room, so the daemon read them), from the senders' counts.
-        for name in ("flood", "watched"):
-            w = windows[name]
-            w["reports"] = totals[name]["datagrams"] / f.chunks_per_report
-            w["reports_per_s"] = w["reports"] / w["phase_s"]
-            w["cpu_us_per_report"] = 1e6 * (w["cpu_pct_schedstat"] / 100) / w["reports_per_s"]
-        windows["flood"]["getstatus_s"] = status_waits[0]
-        for name in ("synced_watched", "watched"):
-            w = windows[name]
-            w["watched_share"] = w["watched_per_s"] / w["reports_per_s"]
-
-        sent_datagrams = sum(t["datagrams"] for t in totals.values())
-        probes = len(probe_seqs) - 1
+        totals = totals_of(sent)
+        complete_windows(phases.windows, totals, f.chunks_per_report, status_waits)
         total_reports = {rank: sum(s[p]["reports"] for p in s) for rank, s in sent.items()}
-        accounting: Dict[str, Any] = {
-            "datagrams_sent": sent_datagrams,
-            "datagrams_not_sent": sum(t["timeouts"] for t in totals.values()),
-            # less the n + 1 hellos and the probe reports
-            "datagrams_received": final.received - (n + 1) - probes * f.chunks_per_report,
-            "malformed": final.malformed,
-            "rejected_senders": final.rejected_senders,
-            "watch_complete": watch_complete,
-            "processes_in_latest": len(latest),
-            "latest_is_last_sent": sum(latest.get(f.pid_of[r]) == t for r, t in total_reports.items()),
-        }
-        accounting["dropped"] = dropped
-
-        # Per destination: the reports it should have had, those found at its output, those the daemon
-        # counted as dropped on the way; what is left was lost unseen.
-        deliveries: Dict[str, Dict[str, Any]] = {}
-        whole = [(totals[p]["datagrams"]) / f.chunks_per_report for p in ("synced_watched", "watched")]
-        deliveries["watch"] = delivery(
-            sum(whole) + probes - unwatched_probes,
-            obs.watched + len(obs._probes),
-            dropped.get("watch_queue", 0),
-            "messages the WatchMetrics client read; should have: reports sent while it watched",
-        )
+        end = End(f, totals, total_reports, prober.sent, status.ipc, dict(status.dropped))
+        end.account(watch_complete, latest)
+        end.watch_delivery(obs, unwatched_probes)
         if with_sinks:
             assert prometheus is not None
-            expected = sum(total_reports[r] * f.records_of[r] for r in total_reports) + probes * probe.records
-            accounting["prometheus_records_total"] = sum(prometheus.records.values())
-            accounting["records_sent"] = expected
-            accounting["daemon_report_counts"] = prometheus.reports
-            deliveries["watch"]["daemon_handed_to_streams"] = prometheus.reports.get("watch", 0)
-            received = prometheus.reports.get("received", 0)
-            accounting["reports_sent"] = sum(total_reports.values()) + probes
-            sink_lost = {
-                name: dropped.get("sink_queue", 0) + dropped.get(f"sink_error:{name}", 0)
-                for name in SINKS.values()
-            }
-            # Prometheus: each process's records_total over the records of one of its reports.
-            per_report = {str(r): f.records_of[r] for r in total_reports}
-            per_report[f"pid{os.getpid()}"] = probe.records
-            deliveries["prometheus"] = delivery(
-                received,
-                sum(total / per_report[rank] for rank, total in prometheus.records.items()),
-                sink_lost["PrometheusSink"],
-                "msmonitor_records_total of each process / records in one of its reports",
-            )
-            daemon.stop()  # the sinks write what is queued and close their files
-            jsonl = sorted(daemon.log_file.parent.glob("dynolog_metrics.jsonl*"))
-            accounting["jsonl_files"] = len(jsonl)
-            accounting["jsonl_lines"] = sum(sum(1 for _ in p.open("rb")) for p in jsonl)
-            # Rotation deletes only the oldest of five backups: while there is no .5, every line is on disk.
-            rotated_away = any(p.name.endswith(".5") for p in jsonl)
-            deliveries["jsonl"] = delivery(
-                received,
-                prometheus.reports.get("sink:JsonlSink", 0) if rotated_away else accounting["jsonl_lines"],
-                sink_lost["JsonlSink"],
-                "the sink's own count (rotation deleted files)" if rotated_away else "lines in the files",
-            )
-            accounting["tensorboard_event_files"] = len(list((tmp / "tb").rglob("events.out.tfevents.*")))
-            deliveries["tensorboard"] = delivery(
-                received,
-                tensorboard_reports(tmp / "tb"),
-                sink_lost["TensorBoardSink"],
-                "events in the files' host runs (one per report)",
-            )
-            for key, name in SINKS.items():
-                deliveries[key]["daemon_count"] = prometheus.reports.get(f"sink:{name}", 0)
+            sink_deliveries(end, prometheus, prober.template.records, daemon, tmp / "tb")
         return {
             "sinks": with_sinks,
             "daemon_start_s": started_s,
             "torch_in_daemon": torch_loaded,
             "report_bytes": f.report_bytes,
             "chunks_per_report": f.chunks_per_report,
-            "windows": windows,
-            "memory_kib": memory,
+            "windows": phases.windows,
+            "memory_kib": phases.memory,
             "sent": totals,
-            "accounting": accounting,
-            "deliveries": deliveries,
+            "accounting": end.accounting,
+            "deliveries": end.deliveries,
         }
     raise AssertionError("unreachable")
 
