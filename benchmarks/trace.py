@@ -44,7 +44,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import grpc
 
@@ -289,9 +289,18 @@ def plugin_commands(
 # --- 1 for stock Kineto --------------------------------------------------------------------------------
 
 
+class Kineto(NamedTuple):
+    """A stock Kineto process, its poll interval, and the tag its trace files are named by."""
+
+    pid: int
+    poll_s: float
+    tag: str
+
+
 def kineto_commands(
-    stub: pb_grpc.DynologStub, pid: int, out: str, tag: str, n: int, poll_s: float, rng: random.Random
+    stub: pb_grpc.DynologStub, kineto: Kineto, out: str, n: int, rng: random.Random
 ) -> List[Command]:
+    pid, poll_s, tag = kineto
     done: List[Command] = []
     for i in range(n):
         # Kineto shows busy for a poll or so after its trace: wait until it is free, then pause a random
@@ -379,21 +388,17 @@ def main() -> int:
                     fast_f = pool.submit(
                         kineto_commands,
                         stub,
-                        kinetos[0].pid,
+                        Kineto(kinetos[0].pid, 1.0, "k1s"),
                         tmp,
-                        "k1s",
                         args.kineto_fast,
-                        1.0,
                         random.Random(rng.random()),
                     )
                     slow_f = pool.submit(
                         kineto_commands,
                         stub,
-                        kinetos[1].pid,
+                        Kineto(kinetos[1].pid, KINETO_DEFAULT_POLL_S, "k5s"),
                         tmp,
-                        "k5s",
                         args.kineto_default,
-                        KINETO_DEFAULT_POLL_S,
                         random.Random(rng.random()),
                     )
                     fast, slow = fast_f.result(), slow_f.result()
@@ -401,20 +406,27 @@ def main() -> int:
                 for job in kinetos:
                     job.stop()
 
-    return summarize(args, windows, plugin, steps, events, fast, slow, boundary, time.monotonic() - t_start)
+    measured = Measured(windows, plugin, steps, events, fast, slow, boundary, time.monotonic() - t_start)
+    return summarize(args, measured)
 
 
-def summarize(
-    args: argparse.Namespace,
-    windows: Dict[str, Any],
-    plugin: List[Command],
-    steps: List[Dict[str, float]],
-    events: Dict[str, Any],
-    fast: List[Command],
-    slow: List[Command],
-    boundary: Dict[str, float],
-    seconds: float,
-) -> int:
+@dataclass(frozen=True)
+class Measured:
+    """What a run measured, for :func:`summarize`."""
+
+    windows: Dict[str, Any]  # step-time windows, idle and staged
+    plugin: List[Command]  # the plugin's commands
+    steps: List[Dict[str, float]]  # the trainer's steps
+    events: Dict[str, Any]  # the probe's events in the process
+    fast: List[Command]  # Kineto's, 1 s poll
+    slow: List[Command]  # Kineto's, default 5 s poll
+    boundary: Dict[str, float]  # step() in-process
+    seconds: float  # the whole run
+
+
+def summarize(args: argparse.Namespace, measured: Measured) -> int:
+    windows, plugin, steps, events = measured.windows, measured.plugin, measured.steps, measured.events
+    fast, slow, boundary, seconds = measured.fast, measured.slow, measured.boundary, measured.seconds
     inside = probe_times(events)
     probed = bool(events.get("probe")) and bool(inside)
 
