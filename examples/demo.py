@@ -61,6 +61,81 @@ def wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 60) -> s
     raise SystemExit(f"demo: no '{prefix}' line from {proc.args}")
 
 
+def start_daemon(work: Path, sockets: Path, started: List[subprocess.Popen]) -> str:  # type: ignore[type-arg]
+    """dynolog with the demo's certificates, added to *started* at once; the port it listens on."""
+    daemon = subprocess.Popen(
+        [
+            str(BIN / "dynolog"),
+            "--enable-ipc-monitor",
+            "--port",
+            "0",
+            "--certs-dir",
+            str(work / "pki/server"),
+            "--ipc-socket-dir",
+            str(sockets),
+            "--msmonitor-socket-dir",  # not the user's $HOME: a daemon may already serve it
+            str(sockets),
+            "--log-file",
+            str(work / "dynolog.log"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    started.append(daemon)
+    ready = wait_for_line(daemon, "dynolog ready")
+    print(ready)
+    return ready.split("grpc=")[1].split()[0].rsplit(":", 1)[1]
+
+
+def start_job(sockets: Path, started: List[subprocess.Popen]) -> subprocess.Popen:  # type: ignore[type-arg]
+    """examples/train.py with the plugin on, added to *started* at once, once it trains."""
+    env = {**os.environ, "MSMONITOR_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": str(sockets), "RANK": "0"}
+    job = subprocess.Popen(
+        [sys.executable, str(HERE / "train.py")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    started.append(job)
+    print(wait_for_line(job, "training"))
+    return job
+
+
+def wait_registered(dyno: List[str]) -> None:
+    """Until `dyno processes` lists the job, for ten seconds at most (the demo goes on either way)."""
+    for _ in range(100):  # the plugin registers from its own thread within moments
+        listed = subprocess.run(
+            [str(BIN / dyno[0]), *dyno[1:], "--json", "processes"], capture_output=True, text=True
+        )
+        if listed.returncode == 0 and json.loads(listed.stdout or "[]"):
+            break
+        time.sleep(0.1)
+
+
+def watch_a_while(dyno: List[str]) -> None:
+    """`dyno npu-monitor --watch` for three seconds, ended with Ctrl-C as a user ends it; its last table."""
+    watch = subprocess.Popen(
+        [str(BIN / dyno[0]), *dyno[1:], "npu-monitor", "--watch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output, _ = watch.communicate(timeout=3.5)
+    except subprocess.TimeoutExpired:
+        watch.send_signal(signal.SIGINT)
+        try:
+            output, _ = watch.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # the demo never hangs: it says so and goes on
+            watch.kill()
+            output = watch.communicate()[0] + "\ndemo: --watch did not end on Ctrl-C within 5 s: stopped it"
+    tables = output.split("npu-monitor — ")
+    print("npu-monitor — " + tables[-1][:2500] if len(tables) > 1 else output[:2500])
+
+
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="msmon-demo-"))
     sockets = Path(tempfile.mkdtemp(prefix="mm", dir="/tmp"))  # short: socket paths hold 107 bytes
@@ -81,51 +156,13 @@ def main() -> int:
         )
 
         say("2. The node daemon: gRPC with mutual TLS, local IPC for the processes")
-        daemon = subprocess.Popen(
-            [
-                str(BIN / "dynolog"),
-                "--enable-ipc-monitor",
-                "--port",
-                "0",
-                "--certs-dir",
-                str(work / "pki/server"),
-                "--ipc-socket-dir",
-                str(sockets),
-                "--msmonitor-socket-dir",  # not the user's $HOME: a daemon may already serve it
-                str(sockets),
-                "--log-file",
-                str(work / "dynolog.log"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        started.append(daemon)
-        ready = wait_for_line(daemon, "dynolog ready")
-        port = ready.split("grpc=")[1].split()[0].rsplit(":", 1)[1]
-        print(ready)
+        port = start_daemon(work, sockets, started)
         dyno = ["dyno", "--port", port, "--certs-dir", str(work / "pki/client")]
         shown = "dyno --certs-dir pki/client"
 
         say("3. A PyTorch training job; MSMONITOR_USE_DAEMON=1 is the only change")
-        env = {**os.environ, "MSMONITOR_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": str(sockets), "RANK": "0"}
-        job = subprocess.Popen(
-            [sys.executable, str(HERE / "train.py")],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        started.append(job)
-        print(wait_for_line(job, "training"))
-        for _ in range(100):  # the plugin registers from its own thread within moments
-            listed = subprocess.run(
-                [str(BIN / dyno[0]), *dyno[1:], "--json", "processes"], capture_output=True, text=True
-            )
-            if listed.returncode == 0 and json.loads(listed.stdout or "[]"):
-                break
-            time.sleep(0.1)
+        job = start_job(sockets, started)
+        wait_registered(dyno)
 
         say("4. What the daemon knows")
         run(*dyno, "status", show=f"{shown} status")
@@ -177,25 +214,7 @@ def main() -> int:
             "--mspti-activity-kind Kernel,API,Marker,Hccl",
         )
         print(f"{DIM}$ {shown} npu-monitor --watch      (3 seconds of it){RESET}", flush=True)
-        watch = subprocess.Popen(
-            [str(BIN / dyno[0]), *dyno[1:], "npu-monitor", "--watch"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            output, _ = watch.communicate(timeout=3.5)
-        except subprocess.TimeoutExpired:
-            watch.send_signal(signal.SIGINT)  # Ctrl-C, as a user ends it
-            try:
-                output, _ = watch.communicate(timeout=5)
-            except subprocess.TimeoutExpired:  # the demo never hangs: it says so and goes on
-                watch.kill()
-                output = (
-                    watch.communicate()[0] + "\ndemo: --watch did not end on Ctrl-C within 5 s: stopped it"
-                )
-        tables = output.split("npu-monitor — ")
-        print("npu-monitor — " + tables[-1][:2500] if len(tables) > 1 else output[:2500])
+        watch_a_while(dyno)
         run(
             *dyno,
             "nputrace",
