@@ -6,12 +6,43 @@ For parser tests and the ingest benchmark. The layouts themselves are checked ag
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, TypedDict
 
 from msmonitor_contract.activity import Kind
 from msmonitor_plugin.monitor.layouts import LAYOUTS, MARKER_STRUCT
 
+if TYPE_CHECKING:  # typing's own Unpack is 3.11+, and these annotations are never evaluated
+    from typing_extensions import Unpack
+
 BASE_NS = 1_775_186_328_012_443_375
+
+
+# A record's fields that tests leave at a fixed value, by kind: one group each, so that a builder's
+# signature is what tests vary (times, device, name) and the rest can still be set by keyword.
+
+
+class KernelIds(TypedDict, total=False):
+    stream: int  # 3
+    corr: int  # correlation id, 1
+    type_: Optional[str]  # "KERNEL_AIVEC"
+
+
+class ApiIds(TypedDict, total=False):
+    pid: int  # 100
+    tid: int  # 101
+    corr: int  # 1
+
+
+class MarkerFields(TypedDict, total=False):
+    a: int  # host: pid; device: the device (0)
+    b: int  # host: tid; device: the stream (0)
+    name: Optional[str]
+    domain: Optional[str]
+
+
+class MarkerWhere(TypedDict, total=False):
+    device: int  # 0
+    domain: Optional[str]  # none
 
 
 class Strings:
@@ -45,15 +76,9 @@ class BufferBuilder:
         self.data += LAYOUTS[kind].full.pack(int(kind), *fields)
 
     def kernel(
-        self,
-        start: int,
-        end: int,
-        device: int = 0,
-        stream: int = 3,
-        corr: int = 1,
-        name: Optional[str] = "k",
-        type_: Optional[str] = "KERNEL_AIVEC",
+        self, start: int, end: int, device: int = 0, name: Optional[str] = "k", **ids: Unpack[KernelIds]
     ) -> BufferBuilder:
+        stream, corr, type_ = ids.get("stream", 3), ids.get("corr", 1), ids.get("type_", "KERNEL_AIVEC")
         self._add(
             Kind.KERNEL, start, end, device, stream, corr, self.strings.ptr(type_), self.strings.ptr(name)
         )
@@ -65,10 +90,9 @@ class BufferBuilder:
         end: int,
         name: Optional[str] = "aclnnAdd",
         kind: Kind = Kind.API,
-        pid: int = 100,
-        tid: int = 101,
-        corr: int = 1,
+        **ids: Unpack[ApiIds],
     ) -> BufferBuilder:
+        pid, tid, corr = ids.get("pid", 100), ids.get("tid", 101), ids.get("corr", 1)
         self._add(kind, start, end, pid, tid, corr, self.strings.ptr(name))
         return self
 
@@ -109,36 +133,23 @@ class BufferBuilder:
         return self
 
     def marker(
-        self,
-        flag: int,
-        source: int,
-        ts: int,
-        mid: int,
-        a: int = 0,
-        b: int = 0,
-        name: Optional[str] = None,
-        domain: Optional[str] = None,
+        self, flag: int, source: int, ts: int, mid: int, **fields: Unpack[MarkerFields]
     ) -> BufferBuilder:
+        a, b = fields.get("a", 0), fields.get("b", 0)
+        name, domain = self.strings.ptr(fields.get("name")), self.strings.ptr(fields.get("domain"))
         self.offsets.append(len(self.data))
-        self.data += MARKER_STRUCT.pack(
-            int(Kind.MARKER), flag, source, ts, mid, a, b, self.strings.ptr(name), self.strings.ptr(domain)
-        )
+        self.data += MARKER_STRUCT.pack(int(Kind.MARKER), flag, source, ts, mid, a, b, name, domain)
         return self
 
     def marker_range(
-        self,
-        mid: int,
-        start: int,
-        end: int,
-        name: Optional[str],
-        device: int = 0,
-        domain: Optional[str] = None,
+        self, mid: int, start: int, end: int, name: Optional[str], **where: Unpack[MarkerWhere]
     ) -> BufferBuilder:
         """A range with device: host start, device start, device end, host end (as MSPTI emits)."""
-        self.marker(16, 0, start, mid, 100, 101, name, domain)
-        self.marker(16, 1, start + 10, mid, device, 7)
-        self.marker(32, 1, end + 10, mid, device, 7)
-        self.marker(32, 0, end, mid, 100, 101)
+        device, domain = where.get("device", 0), where.get("domain")
+        self.marker(16, 0, start, mid, a=100, b=101, name=name, domain=domain)
+        self.marker(16, 1, start + 10, mid, a=device, b=7)
+        self.marker(32, 1, end + 10, mid, a=device, b=7)
+        self.marker(32, 0, end, mid, a=100, b=101)
         return self
 
     def view(self) -> memoryview:

@@ -198,7 +198,8 @@ class Event:
     """Stands in for torch's _KinetoEvent: the resource id is the OS thread of a host event (here the
     profiler's thread number + 1000), the stream of a device one."""
 
-    def __init__(self, name, start, end, activity="cpu_op", tid=1, device=0, stream=7):
+    # One argument per field of the _KinetoEvent it stands in for: the event is the grouping.
+    def __init__(self, name, start, end, activity="cpu_op", tid=1, device=0, stream=7):  # noqa: PLR0913
         self._v = (name, start, end, activity, tid, device, stream, 1000 + start)
 
     def name(self):

@@ -163,7 +163,8 @@ class RecordModeTest(unittest.TestCase):
         self.assertEqual((device.name, device.domain, device.extras.source), ("fwd", "train", "Device"))
 
 
-def point(flag, source, ts, mid, name=None, a=0, b=0):
+# One argument per field of the MarkerPoint it builds: the point is the grouping.
+def point(flag, source, ts, mid, name=None, a=0, b=0):  # noqa: PLR0913
     return MarkerPoint(flag, source, ts, mid, a, b, name, None)
 
 
