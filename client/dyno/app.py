@@ -24,7 +24,7 @@ from click.shell_completion import CompletionItem
 from typer.core import TyperCommand, TyperGroup
 
 from .exits import EXIT_USAGE, CliError
-from .flags import Command, Entry, Flag, FlagValueError, Group, Listed, help_text, on_off, parse
+from .flags import Command, Entry, Flag, Group, Listed, help_text, parse
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 _CONTEXT: Dict[str, Any] = {"help_option_names": ["--help"], "max_content_width": 100}
@@ -86,14 +86,14 @@ def _parser(flag: Flag) -> Callable[[Any], Any]:
             return text
         try:
             return parse(flag, text)
-        except FlagValueError as exc:
+        except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
 
     return parse_text
 
 
 def _metavar(flag: Flag) -> str:
-    return f"[{flag.shown_metavar}]" if flag.type is on_off else flag.shown_metavar
+    return f"[{flag.shown_metavar}]" if flag.bare else flag.shown_metavar
 
 
 def _spellings(flag: Flag) -> str:
@@ -139,7 +139,7 @@ class DynoCommand(TyperCommand):
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         """msprof's ``--aicpu`` alone is ``--aicpu on`` (as argparse's ``nargs="?"``)."""
-        alone = {name for f in self.flags if f.type is on_off for name in f.names}
+        alone = {name: f.bare for f in self.flags if f.bare for name in f.names}
         out: List[str] = []
         for i, arg in enumerate(args):
             if arg == "--":
@@ -148,7 +148,7 @@ class DynoCommand(TyperCommand):
             out.append(arg)
             following = args[i + 1] if i + 1 < len(args) else "-"
             if arg in alone and following.startswith("-"):
-                out.append("on")
+                out.append(alone[arg])
         rest: List[str] = super().parse_args(ctx, out)
         return rest
 

@@ -31,9 +31,9 @@ def declared(
 
 
 def _flag(path: str, f: Field) -> Flag:
-    kind = f.type
-    switch = isinstance(kind, Value) and kind.switch and f.parse is None
-    metavar = kind.metavar if isinstance(kind, Value) and f.parse is None else ""
+    value = f.type if isinstance(f.type, Value) and f.parse is None else None  # as its type reads
+    switch = value is not None and value.switch
+    metavar = value.metavar if value is not None else ""
     return Flag(
         f.flag_name,
         path,
@@ -45,6 +45,7 @@ def _flag(path: str, f: Field) -> Flag:
         minimum=f.minimum,
         maximum=f.maximum,
         metavar="" if metavar in ("TEXT", "BOOL") else metavar,
+        bare=(value.bare if value is not None else None) or "",
     )
 
 

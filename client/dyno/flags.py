@@ -20,8 +20,6 @@ from typing import (
     Union,
 )
 
-from msmonitor_contract.values import FlagValueError, int_list, on_off, pid_list, true_false
-
 from .exits import EXIT_USAGE, CliError
 from .fleet.target import Target
 
@@ -55,6 +53,7 @@ class Flag(NamedTuple):
     usage: str = ""  # a positional's words in the usage line, when they are not "NAME" or "-- NAME ..."
     optional: bool = False  # a positional that may be left out (its value is then ``default``)
     metavar: str = ""  # "": from the type
+    bare: str = ""  # what the flag given alone stands for (msprof's ``--aicpu`` is ``--aicpu on``)
 
     @property
     def dest(self) -> str:
@@ -144,21 +143,26 @@ _METAVARS = {
     "on_off": "on|off",
     "directory": "DIR",
 }
-__all__ = ["int_list", "on_off", "pid_list", "true_false"]  # a command's own flags use them too
 
 
 def parse(flag: Flag, text: str) -> Any:
     """*text* as *flag*'s value, held to its range; ValueError says what was expected."""
     try:
         value = flag.type(text)
-    except FlagValueError:
-        raise
-    except ValueError:
-        raise FlagValueError(f"expected {flag.shown_metavar}, got {text!r}") from None
+    except ValueError as exc:
+        raise _flag_error(exc, f"expected {flag.shown_metavar}, got {text!r}") from None
     low, high = flag.minimum, flag.maximum
     if (low is not None and value < low) or (high is not None and value > high):
-        raise FlagValueError(f"{text} is not in the range {range_text(flag)}")
+        raise _flag_error(None, f"{text} is not in the range {range_text(flag)}")
     return value
+
+
+def _flag_error(error: Optional[ValueError], otherwise: str) -> ValueError:
+    """A type's own FlagValueError as it is (its reason), any other as *otherwise*. The contract's value
+    types are loaded here, on an error, not by every ``dyno --help``."""
+    from msmonitor_contract.values import FlagValueError
+
+    return error if isinstance(error, FlagValueError) else FlagValueError(otherwise)
 
 
 def range_text(flag: Flag) -> str:

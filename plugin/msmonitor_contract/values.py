@@ -6,7 +6,7 @@ declaration."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import configtext
 from .configtext import Codec
@@ -29,6 +29,7 @@ class Value:
     parse: Callable[[str], Any]
     repeated: bool = False
     switch: bool = False  # a flag that takes no value: given means true
+    bare: Optional[str] = None  # what a flag given alone stands for (msprof's ``--aicpu``: on)
 
 
 def int_list(text: str) -> List[int]:
@@ -69,6 +70,6 @@ BOOL = Value("BOOL", bool, False, configtext.BOOL, true_false, switch=True)
 TEXT = Value("TEXT", str, "", configtext.TEXT, str)
 # Booleans spelled out: msMonitor's ``--data-simplification false``; msprof's ``--aicpu=on`` (alone: on).
 TRUE_FALSE = Value("true|false", bool, False, configtext.BOOL, true_false)
-ON_OFF = Value("on|off", bool, False, configtext.BOOL, on_off)
+ON_OFF = Value("on|off", bool, False, configtext.BOOL, on_off, bare="on")
 NAMES = Value("A,B", Tuple[str, ...], (), configtext.LIST, split_list, repeated=True)
 NUMBERS = Value("N,N", Tuple[int, ...], (), configtext.LIST, int_list, repeated=True)

@@ -12,11 +12,12 @@ from argparse import Namespace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from msmonitor_contract.kinds import DYNAMIC
+from msmonitor_contract.values import int_list
 from msmonitor_contract.vocabulary import KINETO_QUIET
 
 from ..declared import declared, request
 from ..exits import EXIT_USAGE, CliError
-from ..flags import Command, Flag, check_fields, int_list
+from ..flags import Command, Flag, check_fields
 from ..fleet.target import Target, absolute_path
 
 if TYPE_CHECKING:  # subprocess, socket and the rest only when a session runs: `dyno --help` loads this

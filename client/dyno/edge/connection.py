@@ -16,10 +16,11 @@ from dynoproto import dynolog_pb2_grpc as pb_grpc
 
 from ..exits import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from ..fleet.target import KEY_PASSWORD_ENV, Target
-from . import legacy
 
 if TYPE_CHECKING:
     from dynocerts.material import Material
+
+    from .legacy import LegacyHost
 
 
 def client_material(target: Target) -> Material:
@@ -89,7 +90,7 @@ def _legacy_tls(certs_dir: Optional[str], key_password_file: Optional[str]) -> s
 @contextlib.contextmanager
 def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
     """A stub for one command; gRPC errors become :class:`CliError` with what to check. A host whose
-    daemon turns out to be a C++ one raises :class:`~dyno.edge.legacy.LegacyDaemon`, its message naming
+    daemon turns out to be a C++ one raises :class:`LegacyDaemon`, its message naming
     *feature* (``dyno processes``, ``--wait``) as what needs this project's daemon."""
     started = time.monotonic()
     channel = open_channel(target)
@@ -102,18 +103,31 @@ def connect(target: Target, feature: str) -> Iterator[pb_grpc.DynologStub]:
         channel.close()
 
 
+class LegacyDaemon(CliError):
+    """Raised by :func:`connect` instead of the gRPC failure when the host turned out to be a C++ daemon
+    (:mod:`.legacy`): a command that can ask it in its own RPC catches it; for any other, the message
+    says so and names the *feature*."""
+
+    def __init__(self, host: LegacyHost, feature: str) -> None:
+        refusal = host.refusal(feature)
+        super().__init__(str(refusal), refusal.exit_code)
+        self.host = host
+
+
 def failure(target: Target, exc: grpc.RpcError, feature: str, started: float) -> CliError:
     """The gRPC failure as a CliError, or as LegacyDaemon when a legacy getStatus answers instead.
     The legacy calls end with the host's --timeout, but get two handshakes' time at least: gRPC may
     still hold a connection it was making when the call failed (closed at its handshake bound), and
     the stock daemon serves the next connection only after it."""
+    from . import legacy  # a C++ daemon's wire: only when gRPC failed as it fails
+
     error = rpc_error(target, exc)
     code = exc.code() if isinstance(exc, grpc.Call) else None
     if code is grpc.StatusCode.UNAVAILABLE and legacy.suspect(target, exc.details() or ""):
         deadline = max(started + target.timeout, time.monotonic() + 2 * handshake_s(target))
         host = legacy.probe(target, deadline, legacy_tls(target))
         if host is not None:
-            return legacy.LegacyDaemon(host, feature)
+            return LegacyDaemon(host, feature)
     return error
 
 
@@ -122,7 +136,7 @@ def rpc_error(target: Target, exc: grpc.RpcError) -> CliError:
     detail = (exc.details() if isinstance(exc, grpc.Call) else str(exc)) or ""
     reason = unreachable_reason(target, code, detail)
     if code is grpc.StatusCode.UNAVAILABLE:
-        transport = transportfailure(target, detail)
+        transport = transport_failure(target, detail)
         if transport is not None:
             return CliError(
                 f"cannot reach dynolog at {target.address}: {transport}", EXIT_UNREACHABLE, reason
@@ -160,10 +174,10 @@ def unreachable_reason(target: Target, code: grpc.StatusCode, detail: str) -> st
         return "refused"
     if "timed out" in detail:  # connect() or the SETTINGS frame, within HANDSHAKE_S
         return "timeout"
-    return "TLS" if transportfailure(target, detail) is not None else "unavailable"
+    return "TLS" if transport_failure(target, detail) is not None else "unavailable"
 
 
-def transportfailure(target: Target, detail: str) -> Optional[str]:
+def transport_failure(target: Target, detail: str) -> Optional[str]:
     """What a failed connection means for TLS, read from gRPC's error text; None when it is not TLS."""
     certs = target.certs_dir
     if "Hostname Verification Check failed" in detail:

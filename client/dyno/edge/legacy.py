@@ -63,17 +63,6 @@ class LegacyHost:
         )
 
 
-class LegacyDaemon(CliError):
-    """Raised by ``connection.connect`` instead of the gRPC failure when the host turned out to be a
-    C++ daemon: a command that can ask it in its own RPC catches it; for any other, the message says
-    so and names the *feature*."""
-
-    def __init__(self, host: LegacyHost, feature: str) -> None:
-        refusal = host.refusal(feature)
-        super().__init__(str(refusal), refusal.exit_code)
-        self.host = host
-
-
 def probe(target: Target, deadline: float, context: Optional[ssl.SSLContext]) -> Optional[LegacyHost]:
     """The host as a legacy daemon, or None when it does not answer a legacy getStatus by *deadline*."""
     try:

@@ -47,8 +47,9 @@ if TYPE_CHECKING:  # each method imports its own: a dataclass costs ~1 ms to mak
     from ..model.dynamic import DynamicReply, DynamicRequest
     from ..model.monitoring import IncidentInfo, MetricsReport
     from ..model.traces import FileChunk, TraceInfo, TraceSummary
+    from .legacy import LegacyHost
 from . import connection
-from .legacy import LegacyDaemon, LegacyHost
+from .connection import LegacyDaemon
 
 T = TypeVar("T")
 _Model = TypeVar("_Model")
