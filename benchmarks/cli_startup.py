@@ -32,6 +32,8 @@ HELP_GOAL = 1.3  # times a bare typer app's --help
 STATUS_GOAL = 1.3  # times python -c "import grpc, typer"
 BARE = "bare typer app --help"
 FLOOR = 'python -c "import grpc, typer"'
+# The floor with the generated messages, which any client of the service loads: reported beside it.
+WITH_STUBS = 'python -c "import grpc, typer, dynoproto"'
 # A typer app of dyno's size whose commands do nothing: what any typer CLI pays for its --help.
 BARE_APP = """\
 import typer
@@ -59,6 +61,7 @@ def commands(port: int, bare: str) -> Dict[str, List[str]]:
         BARE: [PYTHON, bare, "--help"],
         "dyno --help": [DYNO, "--help"],
         FLOOR: [PYTHON, "-c", "import grpc, typer"],
+        WITH_STUBS: [PYTHON, "-c", "import grpc, typer, dynoproto"],
         "dyno status": [DYNO, "--port", str(port), "status"],
     }
 
@@ -105,6 +108,7 @@ def main() -> int:
         *(Figure(f"{name}: median", value, "ms", "", "—") for name, value in ms.items()),
         Figure(f"dyno --help / {BARE}", help_ratio, "x", f"<= {HELP_GOAL}", "— (Rust CLI)"),
         Figure(f"dyno status / {FLOOR}", status_ratio, "x", f"<= {STATUS_GOAL}", "— (Rust CLI)"),
+        Figure(f"dyno status / {WITH_STUBS}", ms["dyno status"] / ms[WITH_STUBS], "x", "", "— (Rust CLI)"),
     ]
     rounds = len(samples["dyno status"])
     notes = [
