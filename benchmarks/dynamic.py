@@ -32,7 +32,7 @@ from typing import Iterator, List, Optional
 
 import grpc
 
-from _bench import Figure, Workload, percentile, report, running_daemon, stop_process
+from _bench import Figure, Workload, percentile, report, running_daemon, stop_process, wait_until
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
 from harness import Dyno, read_line_until
@@ -133,8 +133,13 @@ def hold_released_s(stub: pb_grpc.DynologStub, port: int, pid: int, out: Path, s
         read_line_until(proc, "{")
         began = time.monotonic()
         proc.send_signal(sig)
-        while any(p.held_by for p in stub.ListProcesses(pb.ListProcessesRequest()).processes):
-            time.sleep(0.01)  # polling the daemon's answer is the measurement
+        # Polling the daemon's answer is the measurement: every 10 ms, never backing off.
+        wait_until(
+            lambda: not any(p.held_by for p in stub.ListProcesses(pb.ListProcessesRequest()).processes),
+            60,
+            "the hold to be released",
+            pause=0.01,
+        )
         return time.monotonic() - began
     finally:
         proc.send_signal(signal.SIGCONT)
