@@ -17,6 +17,7 @@ from dyno.model.daemon import LegacyStatus
 from dyno.model.traces import TraceInfo
 from dynoproto import dynolog_pb2 as pb
 from dynoproto.convert import enum_prefix, to_model, to_proto
+from test_declarations import SCALARS
 
 # The model's classes that stand for a message of the same name (LegacyStatus is dyno's own: a C++
 # daemon's answer as it came).
@@ -29,18 +30,7 @@ MODELS = [
     and cls is not LegacyStatus
     and cls.__module__ == module.__name__
 ]
-_SCALARS = {
-    int: {
-        FieldDescriptor.CPPTYPE_INT32,
-        FieldDescriptor.CPPTYPE_INT64,
-        FieldDescriptor.CPPTYPE_UINT32,
-        FieldDescriptor.CPPTYPE_UINT64,
-    },
-    float: {FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE},
-    bool: {FieldDescriptor.CPPTYPE_BOOL},
-    str: {FieldDescriptor.CPPTYPE_STRING},
-    bytes: {FieldDescriptor.CPPTYPE_STRING},
-}
+_SCALARS = {**SCALARS, bytes: {FieldDescriptor.CPPTYPE_STRING}}  # a file's data
 
 
 def _unwrapped(hint: Any) -> Tuple[Any, bool]:

@@ -14,7 +14,7 @@ from msmonitor_contract.kinds import KINDS, NPUMONITOR, NPUTRACE
 from msmonitor_contract.schema import Message
 from msmonitor_contract.values import Value
 
-_SCALARS = {
+SCALARS = {
     int: {
         FieldDescriptor.CPPTYPE_INT32,
         FieldDescriptor.CPPTYPE_INT64,
@@ -63,7 +63,7 @@ def test_each_declared_message_has_the_proto_messages_fields(message: Message) -
             continue
         assert proto.message_type is None, where
         assert proto.is_repeated == f.type.repeated, where
-        assert proto.cpp_type in _SCALARS[_element(f.type)], where
+        assert proto.cpp_type in SCALARS[_element(f.type)], where
         assert f.optional == proto.has_presence, where
 
 

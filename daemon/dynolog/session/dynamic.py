@@ -26,6 +26,7 @@ from msmonitor_contract.vocabulary import (
     DEFAULT_DYNAMIC_COMMAND_LIMIT,
     DEFAULT_DYNAMIC_IDLE_TIMEOUT_S,
     CommandKind,
+    SessionNews,
     TracePhase,
 )
 
@@ -36,7 +37,7 @@ from ..core.pipeline import CommandPipeline
 from ..core.registry import ProcessRecord, Registry
 from ..core.traces import ProcessTrace, Trace, TraceStore
 from ..kinds.dynamic import AttachCommand, DynamicAttach, DynamicWindow, Hold, Holds, SessionRequest
-from .messages import News, SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
+from .messages import SessionAction, SessionPart, SessionProcess, SessionReply, SessionStep
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class DynamicSession:
         if item is None:
             return await self._quit(0, "the client closed the session")
         if isinstance(item, _Idle):
-            part = SessionPart(News.IDLE_TIMEOUT, idle_timeout_s=self._idle_timeout_s)
+            part = SessionPart(SessionNews.IDLE_TIMEOUT, idle_timeout_s=self._idle_timeout_s)
             return _ended(self._reply(0, _A.QUIT, False, [part]))
         if isinstance(item, Gone):
             return self._process_gone(item)
@@ -145,7 +146,7 @@ class DynamicSession:
         }
         handler = handlers.get(item.action)
         if handler is None:
-            return self._reply(item.seq, item.action, False, [SessionPart(News.ALREADY_ATTACHED)])
+            return self._reply(item.seq, item.action, False, [SessionPart(SessionNews.ALREADY_ATTACHED)])
         reply = await handler(item.seq)
         if item.action in (_A.START, _A.STOP):
             reply = await self._count_command(reply)
@@ -162,7 +163,7 @@ class DynamicSession:
             reply = _ended(self._reply(seq, _A.ATTACH, False, [_refused(result, processes)]))
         else:
             attached = SessionPart(
-                News.ATTACHED,
+                SessionNews.ATTACHED,
                 processes,
                 output=self._attach.output,
                 hostname=self._deps.hostname,
@@ -184,7 +185,7 @@ class DynamicSession:
     async def _start(self, seq: int) -> SessionReply:
         if self._collecting:
             assert self._window is not None
-            part = SessionPart(News.ALREADY_STARTED, window_id=self._window.trace_id)
+            part = SessionPart(SessionNews.ALREADY_STARTED, window_id=self._window.trace_id)
             return self._reply(seq, _A.START, False, [part])
         result = await self._deps.pipeline.run(self._deps.window, self._request)
         if not result.effective:
@@ -195,21 +196,23 @@ class DynamicSession:
         assert window is not None
         self._windows += 1
         await _until(window, lambda p: p.phase in (TracePhase.RUNNING, *_FINAL), START_WAIT_S)
-        started = SessionPart(News.STARTED, [SessionProcess.of_window(p) for p in window.processes.values()])
+        started = SessionPart(
+            SessionNews.STARTED, [SessionProcess.of_window(p) for p in window.processes.values()]
+        )
         self._warned = {f"{p.host_pid}:{w}" for p in window.processes.values() for w in p.warnings}
         ok = any(p.phase is not TracePhase.FAILED for p in window.processes.values())
         return self._reply(seq, _A.START, ok, [started], window)
 
     async def _stop(self, seq: int) -> SessionReply:
         if not self._collecting:
-            return self._reply(seq, _A.STOP, False, [SessionPart(News.NOT_STARTED)])
+            return self._reply(seq, _A.STOP, False, [SessionPart(SessionNews.NOT_STARTED)])
         window = self._window
         assert window is not None
         self._push_stop(window)
         await _until(window, lambda p: p.phase.final, STOP_WAIT_S)
         self._idle_since = time.monotonic()
         stopped = SessionPart(
-            News.STOPPED,
+            SessionNews.STOPPED,
             [
                 SessionProcess.of_window(
                     p, new_warnings=[w for w in p.warnings if f"{p.host_pid}:{w}" not in self._warned]
@@ -224,7 +227,7 @@ class DynamicSession:
 
     async def _status(self, seq: int) -> SessionReply:
         status = SessionPart(
-            News.STATUS,
+            SessionNews.STATUS,
             attached=len(self._pids),
             commands_used=self._commands,
             command_limit=self._command_limit,
@@ -240,7 +243,7 @@ class DynamicSession:
 
     async def _quit(self, seq: int, why: str = "quit") -> SessionReply:
         stopped = await self._stop(seq) if self._collecting else None
-        parts = [*(stopped.parts if stopped else []), SessionPart(News.QUIT, why=why)]
+        parts = [*(stopped.parts if stopped else []), SessionPart(SessionNews.QUIT, why=why)]
         return _ended(self._reply(seq, _A.QUIT, True, parts, self._window if stopped else None))
 
     async def _count_command(self, reply: SessionReply) -> SessionReply:
@@ -252,7 +255,7 @@ class DynamicSession:
             return reply
         if self._collecting:
             reply.parts += (await self._stop(reply.seq)).parts
-        reply.parts.append(SessionPart(News.COMMAND_LIMIT, command_limit=self._command_limit))
+        reply.parts.append(SessionPart(SessionNews.COMMAND_LIMIT, command_limit=self._command_limit))
         return _ended(reply)
 
     def _process_gone(self, gone: Gone) -> SessionReply:
@@ -261,10 +264,10 @@ class DynamicSession:
         process = SessionProcess.of_record(record, False, gone.why)
         window = self._window.processes.get(record.host_pid) if self._window else None
         process.window = copy.deepcopy(window)
-        parts = [SessionPart(News.PROCESS_GONE, [process], why=gone.why)]
+        parts = [SessionPart(SessionNews.PROCESS_GONE, [process], why=gone.why)]
         if self._pids:
             return self._reply(0, _A.NONE, False, parts)
-        parts.append(SessionPart(News.TASK_ENDED))
+        parts.append(SessionPart(SessionNews.TASK_ENDED))
         return _ended(self._reply(0, _A.NONE, False, parts))
 
     # --- helpers ------------------------------------------------------------------------------------
@@ -334,4 +337,4 @@ def _ended(reply: SessionReply) -> SessionReply:
 def _refused(result: CommandResult, processes: List[SessionProcess]) -> SessionPart:
     """No process took it: the daemon's answer when it was refused before any, and each one's reason."""
     refusal = result.message if result.refusal is not None else ""
-    return SessionPart(News.REFUSED, processes, label=result.label, refusal=refusal)
+    return SessionPart(SessionNews.REFUSED, processes, label=result.label, refusal=refusal)

@@ -1,6 +1,6 @@
 """What a ``dyno dynamic`` session is asked (:class:`SessionStep`) and what it answers
-(:class:`SessionReply`): a list of parts, each what happened (:class:`News`) with its facts and a copy of
-the window as it was then; ``dyno`` words them (``dyno/session/lines.py``)."""
+(:class:`SessionReply`): a list of parts, each what happened (the vocabulary's ``SessionNews``) with its
+facts and a copy of the window as it was then; ``dyno`` words them (``dyno/session/lines.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from msmonitor_contract.vocabulary import TracePhase
+from msmonitor_contract.vocabulary import SessionNews, TracePhase
 
 from ..core.registry import ProcessRecord
 from ..core.traces import ProcessTrace
@@ -34,24 +34,6 @@ class SessionStep:
     seq: int
     action: SessionAction
     attach: Optional[AttachCommand] = None  # with ATTACH
-
-
-class News(enum.Enum):
-    """What one part of a session's answer says (the proto's SessionNews); ``dyno`` words it."""
-
-    ATTACHED = 1
-    REFUSED = 2
-    ALREADY_ATTACHED = 3
-    ALREADY_STARTED = 4
-    STARTED = 5
-    NOT_STARTED = 6
-    STOPPED = 7
-    STATUS = 8
-    QUIT = 9
-    IDLE_TIMEOUT = 10
-    COMMAND_LIMIT = 11
-    PROCESS_GONE = 12
-    TASK_ENDED = 13
 
 
 @dataclass
@@ -91,7 +73,7 @@ class SessionProcess:
 class SessionPart:
     """One thing an answer says, with the facts ``dyno`` words it from."""
 
-    news: News
+    news: SessionNews
     processes: List[SessionProcess] = field(default_factory=list)
     label: str = ""
     refusal: str = ""

@@ -16,7 +16,13 @@ from ..schema import Field, Kind, Message, Usage
 from ..targets import TARGETS
 from ..values import FLOAT, INT, NAMES, ON_OFF, TEXT
 from .nputrace import AIC_METRICS, HOST_SYS
-from .tracing import ACTIVITIES, switch
+from .tracing import (
+    NPU_ACTIVITIES,
+    PROFILE_MEMORY,
+    RECORD_SHAPES,
+    WITH_MODULES,
+    WITH_STACK,
+)
 
 TASK_TIMES = ("l0", "l1", "l2", "on", "off")
 EXPORT_TYPES = ("text", "db")
@@ -34,18 +40,11 @@ def _msprof(name: str, help: str) -> Field:
 DYNAMIC_OPTIONS = Message(
     "DynamicOptions",
     (
-        Field(
-            "activities",
-            NAMES,
-            "CPU, NPU or both",
-            default=v.DEFAULT_NPU_ACTIVITIES,
-            key="PROFILE_ACTIVITIES",
-            check=rules.some_of(ACTIVITIES, required=True),
-        ),
-        switch("record_shapes", "PROFILE_RECORD_SHAPES", "operator input shapes and types"),
-        switch("profile_memory", "PROFILE_PROFILE_MEMORY", "operator memory"),
-        switch("with_stack", "PROFILE_WITH_STACK", "Python call stacks"),
-        switch("with_modules", "PROFILE_WITH_MODULES", "module hierarchy"),
+        NPU_ACTIVITIES,
+        RECORD_SHAPES,
+        PROFILE_MEMORY,
+        WITH_STACK,
+        WITH_MODULES,
         Field(
             "task_time",
             TEXT,

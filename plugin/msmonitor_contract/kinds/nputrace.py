@@ -16,7 +16,16 @@ from ..rules import FieldError
 from ..schema import Field, KeyOf, Kind, Message, Usage, numbers_of
 from ..targets import TARGETS
 from ..values import BOOL, FLOAT, INT, NAMES, TEXT, TRUE_FALSE
-from .tracing import ACTIVITIES, MAX_STEP, switch, trigger
+from .tracing import (
+    MAX_STEP,
+    NPU_ACTIVITIES,
+    PROFILE_MEMORY,
+    RECORD_SHAPES,
+    WITH_MODULES,
+    WITH_STACK,
+    switch,
+    trigger,
+)
 
 PROFILER_LEVELS = ("Level_none", "Level0", "Level1", "Level2")
 AIC_METRICS = (
@@ -124,19 +133,12 @@ NPUTRACE = Kind(
                 default=v.DEFAULT_DURATION_MS,
                 key=KeyOf("ACTIVITIES_DURATION_MSECS", default=0),
             ),
-            switch("record_shapes", "PROFILE_RECORD_SHAPES", "operator input shapes and types"),
-            switch("profile_memory", "PROFILE_PROFILE_MEMORY", "operator memory"),
-            switch("with_stack", "PROFILE_WITH_STACK", "Python call stacks"),
+            RECORD_SHAPES,
+            PROFILE_MEMORY,
+            WITH_STACK,
             switch("with_flops", "PROFILE_WITH_FLOPS", "operator FLOPs"),
-            switch("with_modules", "PROFILE_WITH_MODULES", "module hierarchy"),
-            Field(
-                "activities",
-                NAMES,
-                "CPU, NPU or both",
-                default=v.DEFAULT_NPU_ACTIVITIES,
-                key="PROFILE_ACTIVITIES",
-                check=rules.some_of(ACTIVITIES, required=True),
-            ),
+            WITH_MODULES,
+            NPU_ACTIVITIES,
             switch("analyse", "PROFILE_ANALYSE", "also write a summary: top operators, step times"),
             switch("async_mode", "PROFILE_ASYNC_MODE", "analyse in a subprocess (needs --analyse)"),
             Field(

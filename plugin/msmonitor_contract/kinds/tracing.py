@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping
 
+from .. import rules
+from .. import vocabulary as v
 from ..configtext import BOOL as BOOL_KEY
 from ..configtext import Key, read, render
 from ..rules import FieldError
 from ..schema import Field
-from ..values import BOOL
+from ..values import BOOL, NAMES
 
 # A step number, a count of steps, a roundup: beyond these a trace waits for ever or records without end
 # (each step recorded is kept in the job's memory until the trace is written).
@@ -22,6 +24,21 @@ ACTIVITIES = ("CPU", "NPU")
 def switch(name: str, key: str, help: str) -> Field:
     """A flag that takes no value, written as its key's true or false."""
     return Field(name, BOOL, help, key=key)
+
+
+# torch_npu's profiler options that nputrace and a dynamic window both take, under the same keys.
+NPU_ACTIVITIES = Field(
+    "activities",
+    NAMES,
+    "CPU, NPU or both",
+    default=v.DEFAULT_NPU_ACTIVITIES,
+    key="PROFILE_ACTIVITIES",
+    check=rules.some_of(ACTIVITIES, required=True),
+)
+RECORD_SHAPES = switch("record_shapes", "PROFILE_RECORD_SHAPES", "operator input shapes and types")
+PROFILE_MEMORY = switch("profile_memory", "PROFILE_PROFILE_MEMORY", "operator memory")
+WITH_STACK = switch("with_stack", "PROFILE_WITH_STACK", "Python call stacks")
+WITH_MODULES = switch("with_modules", "PROFILE_WITH_MODULES", "module hierarchy")
 
 
 def iterations(value: int, otherwise: str) -> List[FieldError]:
