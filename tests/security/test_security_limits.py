@@ -15,8 +15,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import Authority, Dirs, credentials
 from dynocerts.make import Issued
-from dynolog.edge import limits
 from dynolog.config import parse_args
+from dynolog.edge import limits
 from dynolog.edge.limits import Client, ClientLimiter, Limits, TokenBucket, peer_host
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
