@@ -2,8 +2,9 @@
 
 The one place for the helpers tests (and benchmarks/, through ``_bench``) share: a test module keeps
 only what is its own. Nothing here sleeps to synchronise: the daemon announces readiness on stdout,
-workloads announce themselves the same way, and state changes are awaited with :func:`wait_until`
-against a deadline.
+workloads announce themselves the same way, state changes are awaited with :func:`wait_until` and a
+stream's lines with :func:`read_until`, each against a deadline. Every run of the CLI goes through
+:class:`Dyno` (``daemon.dyno``, or the module's ``dyno`` for none).
 """
 
 from __future__ import annotations
