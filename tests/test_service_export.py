@@ -640,6 +640,17 @@ def test_a_database_of_another_kind_is_named(tmp_path: Path):
     )
 
 
+def test_a_file_name_whose_pid_is_not_ascii_digits_is_read_as_a_name_without_a_pid(tmp_path: Path):
+    """'²³' passes isdigit() and int() refuses it: the export ended in a traceback."""
+    trace = tmp_path / "prof" / "d" / "Trace_Service"
+    write_26(trace / "ms_service_host-23.db", "host", ENGINE, meta=[("dpRankId", "0")])
+    hostile = (trace / "ms_service_host-23.db").rename(trace / "ms_service_host-²³.db")
+    result = export(tmp_path / "prof", tmp_path / "out")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert f"read 5 events, 6 spans, 0 counters (mindie-26.0) from {hostile}\n" in result.stderr
+    json.loads((tmp_path / "out" / "chrome_tracing.json").read_text())
+
+
 def test_nothing_to_export_says_where_it_looked(tmp_path: Path):
     (tmp_path / "empty" / "0101-1200").mkdir(parents=True)
     result = export(tmp_path / "empty", tmp_path / "out")

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from msmonitor_contract import __version__
+from msmonitor_contract.numbers import strict_int
 from msmonitor_contract.pids import ancestors
 from msmonitor_contract.vocabulary import split_list
 from msmonitor_contract.wire import Hello
@@ -21,9 +22,9 @@ _DEVICE_ENV = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISI
 
 def _env_int(env: Mapping[str, str], *names: str, default: int = -1) -> int:
     for name in names:
-        value = env.get(name, "").strip()
-        if value.lstrip("-").isdigit():
-            return int(value)
+        number = strict_int(env.get(name, "").strip(), negative=True)
+        if number is not None:
+            return number
     return default
 
 
@@ -42,7 +43,7 @@ def job_id(env: Mapping[str, str]) -> int:
 def devices(env: Mapping[str, str]) -> List[int]:
     """Visible accelerator ids; with several visible, the local rank's one when it is known."""
     for name in _DEVICE_ENV:
-        ids = [int(v) for v in split_list(env.get(name)) if v.isdigit()]
+        ids = [i for i in map(strict_int, split_list(env.get(name))) if i is not None]
         if ids:
             local = _env_int(env, "LOCAL_RANK")
             return [ids[local]] if 0 <= local < len(ids) and len(ids) > 1 else ids

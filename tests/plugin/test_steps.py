@@ -103,6 +103,25 @@ class IdentityTest(unittest.TestCase):
         self.assertEqual(identity.devices({"CUDA_VISIBLE_DEVICES": "0,1"}), [0, 1])
         self.assertEqual(identity.devices({}), [])
 
+    def test_digits_int_refuses_or_misreads_are_ignored_like_any_other_garbage(self):
+        """'²' passed isdigit() and made int() raise inside registration; '٣' read as 3."""
+        env = {
+            "RANK": "²",
+            "RANK_ID": "1",
+            "LOCAL_RANK": "٣",
+            "WORLD_SIZE": "--8",
+            "MSMONITOR_JOB_ID": "1_000",
+            "SLURM_JOB_ID": "5",
+            "ASCEND_RT_VISIBLE_DEVICES": "0,²,1",
+        }
+        hello = identity.hello(step=0, capabilities=[], env=env)
+        self.assertEqual((hello.rank, hello.local_rank, hello.world_size, hello.job_id), (1, -1, -1, 5))
+        self.assertEqual(hello.devices, [0, 1])
+
+    def test_a_negative_or_padded_rank_reads_as_before(self):
+        self.assertEqual(identity.rank({"RANK": "-1"}), -1)
+        self.assertEqual(identity.rank({"RANK": " 3 "}), 3)
+
 
 if __name__ == "__main__":
     unittest.main()

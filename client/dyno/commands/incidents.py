@@ -9,6 +9,8 @@ import time
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 from ..declared import JOB_ID
 from ..exits import EXIT_USAGE, CliError
 from ..flags import Command, Flag, directory
@@ -174,8 +176,11 @@ def _times(current: float, baseline: float) -> str:
 def _shown(args: Namespace) -> Optional[int]:
     """The ID of ``show ID``; None for the list."""
     shown = _shown_text(args)
-    if shown is None or shown.isdigit():
-        return None if shown is None else int(shown)
+    if shown is None:
+        return None
+    number = strict_int(shown)
+    if number is not None:
+        return number
     raise CliError(f"a daemon's incident IDs are numbers, got {shown!r}", EXIT_USAGE)
 
 

@@ -11,6 +11,8 @@ import time
 from argparse import Namespace
 from typing import Any, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 from ..exits import EXIT_USAGE, CliError
 from ..flags import WAIT_TIMEOUT, Command, Flag, directory
 from ..fleet.target import Target
@@ -135,8 +137,8 @@ def _serve(server: Any, url: str, folder: str, dry_run: bool) -> None:
 
 def _listen_address(text: str, has_token: bool) -> Tuple[str, int]:
     host, _, port = text.rpartition(":")
-    host = host.strip("[]")  # [::1]:9465
-    if not host or not port.isdigit() or int(port) > 65535:
+    host, number = host.strip("[]"), strict_int(port)  # [::1]:9465
+    if not host or number is None or number > 65535:
         raise CliError(
             f"--listen {text!r}: expected HOST:PORT (port 0: any free one), e.g. {DEFAULT_LISTEN}", EXIT_USAGE
         )
@@ -146,7 +148,7 @@ def _listen_address(text: str, has_token: bool) -> Tuple[str, int]:
             "--token-file (the bearer token Alertmanager's http_config sends)",
             EXIT_USAGE,
         )
-    return host, int(port)
+    return host, number
 
 
 def _loopback(host: str) -> bool:

@@ -13,6 +13,8 @@ import re
 from types import ModuleType
 from typing import List, Optional, Sequence, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 from ..exits import EXIT_USAGE, CliError
 
 SCONTROL_TIMEOUT_S = 30.0
@@ -51,9 +53,10 @@ def split_port(entry: str, default: int) -> Tuple[str, int]:
     host, colon, port = entry.rpartition(":")
     if not colon or ":" in host:
         return entry, default
-    if not (port.isdigit() and 0 < int(port) < 65536):
+    number = strict_int(port)
+    if number is None or not 0 < number < 65536:
         raise CliError(f"{entry!r}: the port after ':' must be a number from 1 to 65535", EXIT_USAGE)
-    return host, int(port)
+    return host, number
 
 
 def as_hostlist(names: Sequence[str]) -> str:

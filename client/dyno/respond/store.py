@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from msmonitor_contract.files import open_sqlite, replacing
+from msmonitor_contract.numbers import strict_int
 from msmonitor_contract.values import FlagValueError
 
 from ..exits import EXIT_USAGE, CliError
@@ -55,9 +56,10 @@ class RateLimit(NamedTuple):
 def rate_limit(text: str) -> RateLimit:
     """``--max``'s value: ``N/minute``, ``N/hour`` or ``N/day`` (a flag's type)."""
     count, _, per = text.partition("/")
-    if not count.isdigit() or per not in WINDOWS:
+    most = strict_int(count)
+    if most is None or per not in WINDOWS:
         raise FlagValueError(f"expected N/minute, N/hour or N/day, e.g. 2/hour; got {text!r}")
-    return RateLimit(int(count), WINDOWS[per], text)
+    return RateLimit(most, WINDOWS[per], text)
 
 
 @dataclass

@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 from ..exits import EXIT_USAGE, CliError
 from .alerts import BadPayload, Notification, parse
 
@@ -170,10 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
         if text is None:
             self._refuse(411, "Content-Length required")
             return None
-        if not (text.isascii() and text.isdigit()):  # '²' is a digit to isdigit, not to int
+        length = strict_int(text)
+        if length is None:
             self._refuse(400, f"Content-Length {text!r} is not a number")
             return None
-        length = int(text)
         if length > self.server.max_body:
             self._refuse(413, f"body of {length} bytes: at most {self.server.max_body} (--max-body)")
             return None

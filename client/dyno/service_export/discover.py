@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Tuple
 
+from msmonitor_contract.numbers import strict_int
 from msmonitor_contract.service_tables import OPERATOR_PREFIX, SERVICE_PREFIX, TRACE_DIR
 
 from .model import Process
@@ -86,8 +87,9 @@ def check_finished(paths: Iterable[Path]) -> None:
 
 def process_from_name(path: Path, prefix: str) -> Process:
     """``<prefix><host>-<pid>.db`` as its process (a host may contain dashes; the pid is the last part)."""
-    host, _, pid = path.stem[len(prefix) :].rpartition("-")
-    return Process(host, int(pid)) if host and pid.isdigit() else Process(path.stem[len(prefix) :], 0)
+    host, _, last = path.stem[len(prefix) :].rpartition("-")
+    pid = strict_int(last)
+    return Process(host, pid) if host and pid is not None else Process(path.stem[len(prefix) :], 0)
 
 
 __all__ = [

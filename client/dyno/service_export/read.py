@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Sequence, Tuple
 
 from msmonitor_contract import service_tables
+from msmonitor_contract.numbers import strict_int
 from msmonitor_contract.service_tables import OPERATOR_PREFIX, SERVICE_PREFIX, SPAN_FLAG, MarkType
 
 from .discover import ExportError, Inputs, process_from_name
@@ -93,8 +94,8 @@ def _process(meta: Dict[str, str], path: Path) -> Process:
     """The process as its file name says (MindIE writes no pid into Meta), on the host Meta names."""
     named = process_from_name(path, SERVICE_PREFIX)
     host = meta.get("hostname") or named.host
-    pid = meta.get("pid", "")
-    return Process(host, int(pid) if pid.strip().isdigit() else named.pid)
+    pid = strict_int(meta.get("pid", "").strip())
+    return Process(host, named.pid if pid is None else pid)
 
 
 def _kind(attrs: Dict[str, Any], is_span: bool) -> str:

@@ -21,6 +21,8 @@ from typing import Awaitable, Callable, Dict, Optional
 
 import grpc
 
+from msmonitor_contract.numbers import strict_int
+
 from .auth import Peer, peer_of
 from .guards import UNIMPLEMENTED, Context, guarded
 
@@ -102,7 +104,7 @@ def peer_host(peer: str) -> str:
     if address.startswith("["):
         return address[1 : address.find("]")]
     host, _, port = address.rpartition(":")
-    return host if host and port.isdigit() else address
+    return host if host and strict_int(port) is not None else address
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import FrozenSet, List, Mapping, Optional, Tuple
 
 from msmonitor_contract.activity import LABELS, Kind
 from msmonitor_contract.kinds.npumonitor import NPUMONITOR
+from msmonitor_contract.numbers import strict_int
 from msmonitor_contract.vocabulary import (
     DEFAULT_MONITOR_EXPORT,
     DEFAULT_MONITOR_KINDS,
@@ -54,9 +55,10 @@ def _kinds(value: str) -> FrozenSet[Kind]:
 
 
 def _uint32(key: str, value: str) -> int:
-    if not value.isdigit() or int(value) > UINT32_MAX:
+    number = strict_int(value)
+    if number is None or number > UINT32_MAX:
         raise ConfigError(key, value, "an unsigned 32-bit integer")
-    return int(value)
+    return number
 
 
 def _float(key: str, value: str) -> float:

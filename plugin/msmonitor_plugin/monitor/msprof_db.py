@@ -11,6 +11,7 @@ import time
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
 from msmonitor_contract.activity import HOST, Kind
+from msmonitor_contract.numbers import strict_int
 
 from .layouts import DATA_TYPES
 from .markers import FLAG_INSTANT, FLAG_INSTANT_DEV
@@ -274,7 +275,8 @@ def _data_type_id(name: str) -> int:
     number = _DATA_TYPE_ID.get(name)
     if number is not None:
         return number
-    return int(name) if name.isdigit() else INVALID_DATA_TYPE  # layouts names an unknown number by itself
+    number = strict_int(name)  # layouts names an unknown number by itself
+    return INVALID_DATA_TYPE if number is None else number
 
 
 def _extra_row(r: Record, intern: Callable[[str], int]) -> tuple:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from msmonitor_contract.numbers import strict_int
 
 STEP_PREFIX = "ProfilerStep#"
 OPERATOR_CATEGORIES = {"cpu_op", "kernel", "gpu_op", "gpu_user_annotation"}
@@ -45,14 +47,17 @@ class Summary:
         return "\n".join(lines) + "\n"
 
 
+def _step_number(event: Dict[str, Any]) -> Optional[int]:
+    """The N of a ``ProfilerStep#N`` event; None for any other."""
+    name = str(event.get("name", ""))
+    return strict_int(name[len(STEP_PREFIX) :]) if name.startswith(STEP_PREFIX) else None
+
+
 def summarise(events: Iterable[Dict[str, Any]], top: int = TOP) -> Summary:
     complete = [e for e in events if e.get("ph") == "X" and "dur" in e and "ts" in e]
+    numbered = ((_step_number(e), e) for e in complete)
     steps = sorted(
-        (
-            {"step": int(e["name"][len(STEP_PREFIX) :]), "duration_ms": e["dur"] / 1000.0}
-            for e in complete
-            if str(e.get("name", "")).startswith(STEP_PREFIX) and e["name"][len(STEP_PREFIX) :].isdigit()
-        ),
+        ({"step": step, "duration_ms": e["dur"] / 1000.0} for step, e in numbered if step is not None),
         key=lambda s: s["step"],
     )
     stats = _operator_stats([e for e in complete if e.get("cat") in OPERATOR_CATEGORIES])

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple, Union
 
 from msmonitor_contract.files import replacing
+from msmonitor_contract.numbers import strict_int
 
 from ..analysis import dp_ranks, flow_phase, request_paths
 from ..model import SPAN, Api, Kernel, Mark, Process, Recording
@@ -96,7 +97,7 @@ def first_per_rank(ranks: Dict[Process, Any]) -> Dict[Process, str]:
     first: Dict[str, Process] = {}
     for p in sorted(ranks):
         rank = str(ranks[p])
-        if rank.lstrip("-").isdigit() and rank != "-1":
+        if strict_int(rank, negative=True) is not None and rank != "-1":
             first.setdefault(rank, p)
     return {p: rank for rank, p in first.items()}
 

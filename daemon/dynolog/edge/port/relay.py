@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Dict, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 _CHUNK = 1 << 16
 
 
@@ -26,8 +28,8 @@ class Peers:
 
     def address(self, grpc_peer: str) -> str:
         """gRPC's peer string of a relayed connection (``ipv4:127.0.0.1:PORT``) as the client's own."""
-        _, _, port = grpc_peer.rpartition(":")
-        return self._by_port.get(int(port), grpc_peer) if port.isdigit() else grpc_peer
+        port = strict_int(grpc_peer.rpartition(":")[2])
+        return grpc_peer if port is None else self._by_port.get(port, grpc_peer)
 
 
 async def relay(
