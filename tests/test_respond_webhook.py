@@ -285,6 +285,39 @@ def test_the_rate_limit_and_an_alert_without_a_job(receiver):
     }
 
 
+def test_an_alert_whose_job_id_or_rank_is_not_an_integer_is_refused_by_name_and_the_worker_goes_on(receiver):
+    """'²' passes isdigit() and int() refuses it: the worker died on such an alert, while the webhook went
+    on answering 200 queued, recording nothing, until the queue was full (503 for good)."""
+    r = receiver()
+    assert post(r.port, notification(alert(job="²", fingerprint="bad1")))[0] == 200
+    assert post(r.port, notification(alert(rank="٣", fingerprint="bad2")))[0] == 200
+    assert post(r.port, notification())[0] == 200  # a good one after them: still handled
+    found = {i.alert["fingerprint"]: i.action for i in r.settled(3)}
+    assert found["bad1"] == "not traced: refused: job_id '²' is not an integer"
+    assert found["bad2"] == "not traced: refused: rank '٣' is not an integer"
+    assert found["6a39be9d7731f3fb"].startswith("not traced: job 77 has no process"), found
+    assert any("MsMonitorSlowestRank refused (job_id '²' is not an integer) firing" in line for line in r.log)
+
+
+def test_a_notification_whose_handling_raises_is_logged_and_the_next_one_handled(receiver, monkeypatch):
+    r = receiver()
+    find = r.records.find
+
+    def fails_once(key: object) -> None:
+        monkeypatch.setattr(r.records, "find", find)
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(r.records, "find", fails_once)
+    assert post(r.port, notification())[0] == 200
+    wait_until(
+        lambda: any("OSError: the disk went away" in line for line in r.log), 10, what="the error logged"
+    )
+    assert any(line.startswith("MsMonitorSlowestRank (6a39be9d7731f3fb): not handled:") for line in r.log)
+    assert post(r.port, notification())[0] == 200
+    (incident,) = r.settled(1)
+    assert incident.action.startswith("not traced: job 77 has no process"), incident.action
+
+
 def test_alerts_of_one_job_in_one_notification_share_one_incident(receiver):
     r = receiver()
     assert post(r.port, notification(alert(rank="1"), alert(rank="2", fingerprint="2222")))[0] == 200
@@ -375,6 +408,25 @@ def test_the_command_serves_logs_each_notification_and_incident_and_dyno_inciden
     assert shown.returncode == 0 and f"incident {doc['id']}" in shown.stdout and "not traced" in shown.stdout
     other_job = dyno("incidents", "--from", str(folder), "--job-id", "78", timeout=30)
     assert "No incidents in" in other_job.stdout and "for job 78" in other_job.stdout
+
+
+def test_the_command_refuses_an_alert_whose_job_id_is_not_an_integer_and_handles_the_next(tmp_path: Path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n")
+    folder = tmp_path / "incidents"
+    receiver = RespondProcess(
+        ["--hosts-from", f"file:{hostfile}", "--collect", str(folder)], ["--timeout", "2"]
+    )
+    receiver.start()
+    try:
+        assert post(receiver.port, notification(alert(job="²", fingerprint="bad1")))[0] == 200
+        assert "job 0: not traced: refused: job_id '²' is not an integer" in receiver.line("incident ")
+        assert post(receiver.port, notification())[0] == 200
+        assert "job 77: not traced: job 77 has no process" in receiver.line("incident ")
+    finally:
+        status, rest = receiver.stop()
+    assert status == 0 and "Traceback" not in rest
+    assert len(incident_files(folder)) == 2
 
 
 def test_dyno_incidents_only_reads_a_responders_folder_whatever_it_finds(tmp_path: Path):

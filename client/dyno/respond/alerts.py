@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from msmonitor_contract.numbers import strict_int
+
 VERSION = "4"
 MAX_ALERTS = 1000  # Alertmanager's max_alerts truncates a group; a bound on what one body may ask of us
 FIRING, RESOLVED = "firing", "resolved"
@@ -22,6 +24,9 @@ FIRING, RESOLVED = "firing", "resolved"
 JOB_LABELS = ("job_id", "job", "exported_job")
 # The daemon to reach for the suspect: the node its series came from (Kubernetes), else the host.
 HOST_LABELS = ("node", "host")
+# The rule's own labels, numbers or absent: one holding anything else refuses the alert (`job` and
+# `exported_job` are Prometheus' scrape job names, words as often as not).
+NUMBER_LABELS = ("job_id", "rank")
 
 
 class BadPayload(ValueError):
@@ -53,9 +58,19 @@ class Alert:
         return epoch(self.starts_at)
 
     @property
+    def refused(self) -> str:
+        """Why this alert's numbers cannot be read ("" when they can): its job_id or rank not an integer."""
+        bad = (
+            k
+            for k in NUMBER_LABELS
+            if self.labels.get(k) and strict_int(self.labels[k], negative=True) is None
+        )
+        return "; ".join(f"{k} {self.labels[k][:40]!r} is not an integer" for k in bad)
+
+    @property
     def job_id(self) -> Optional[int]:
         """The job id processes registered with; never 0, which would select every job."""
-        return _first_int(self.labels, JOB_LABELS) or None
+        return None if self.refused else _first_int(self.labels, JOB_LABELS) or None
 
     @property
     def host(self) -> str:
@@ -63,7 +78,7 @@ class Alert:
 
     @property
     def rank(self) -> Optional[int]:
-        return _first_int(self.labels, ("rank",))
+        return None if self.refused else _first_int(self.labels, ("rank",))
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -183,13 +198,15 @@ def _strings(data: Any, where: str) -> Dict[str, str]:
 
 def _first_int(labels: Mapping[str, str], keys: Tuple[str, ...]) -> Optional[int]:
     for key in keys:
-        text = labels.get(key, "")
-        if text.isdigit():
-            return int(text)
+        number = strict_int(labels.get(key, ""))
+        if number is not None:
+            return number
     return None
 
 
 def _alert_words(alert: Alert) -> str:
+    if alert.refused:
+        return f"{alert.name or '(no alertname)'} refused ({alert.refused}) {alert.status}"
     job = f" job {alert.job_id}" if alert.job_id is not None else ""
     rank = f" rank {alert.rank}" if alert.rank is not None else ""
     return f"{alert.name or '(no alertname)'}{job}{rank} {alert.status}"

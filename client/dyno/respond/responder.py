@@ -5,7 +5,8 @@ Per alert: a resolved one is recorded on its incident, nothing sent. A firing on
 alert changed) counts as a repeat. A new one that began firing before its job's last capture ended is
 recorded on that capture's incident (the capture saw it). Any other new one becomes an incident, and
 the new alerts of one job in one notification share it (one capture serves them all). Then, in order,
-each reason not to trace is recorded as the incident's action: no job id in its labels, the rate limit
+each reason not to trace is recorded as the incident's action: a job_id or rank label that is not an
+integer (the alert refused, naming it), no job id in its labels, the rate limit
 (``--max``), a job with no process left where ``--hosts-from`` points. Otherwise the job is traced at
 one start step on every rank, the rank set collected, the record written, the set analysed, the record
 written again. With ``--dry-run`` everything up to the trace is done (hosts, processes, start step, the
@@ -103,30 +104,44 @@ class Responder:
             try:
                 self.handle(notification)
             except Exception:  # one bad notification must not end the responder
-                self.log(f"error handling {notification.summary()}:\n{traceback.format_exc()}")
+                # Not its summary: what raised may be in what the summary reads of it.
+                count, group = len(notification.alerts), notification.group_key[:200]
+                self.log(f"error handling {count} alert(s) of group {group!r}:\n{traceback.format_exc()}")
 
     # --- one notification ------------------------------------------------------------------------
 
     def handle(self, notification: Notification) -> None:
         by_job: Dict[Optional[int], List[Alert]] = {}
         for alert in notification.alerts:
-            if self.settings.alert_names and alert.name not in self.settings.alert_names:
-                continue
-            if alert.status == RESOLVED:
-                self._resolved(alert)
-                continue
-            known = self.store.find(alert.key)
-            if known is not None:
-                known.repeats += 1
-                self.store.update(known)
-                continue
-            if self._joined(alert):
-                continue
-            by_job.setdefault(alert.job_id, []).append(alert)
+            if self._guarded(alert, self._is_new, alert):
+                by_job.setdefault(alert.job_id, []).append(alert)
         for job_id, alerts in by_job.items():
             groups = [[a] for a in alerts] if job_id is None else [alerts]  # no job: nothing to share
             for group in groups:
-                self._respond(group, notification)
+                self._guarded(group[0], self._respond, group, notification)
+
+    def _guarded(self, alert: Alert, step: Callable[..., Any], *args: Any) -> Any:
+        """*step*'s result; None once what it raised is logged: the next alert is not this one's to lose."""
+        try:
+            return step(*args)
+        except Exception:
+            name = alert.name or "(no alertname)"
+            self.log(f"{name} ({alert.fingerprint}): not handled:\n{traceback.format_exc()}")
+            return None
+
+    def _is_new(self, alert: Alert) -> bool:
+        """Whether *alert* calls for an incident of its own; any other is recorded where it belongs."""
+        if self.settings.alert_names and alert.name not in self.settings.alert_names:
+            return False
+        if alert.status == RESOLVED:
+            self._resolved(alert)
+            return False
+        known = self.store.find(alert.key)
+        if known is not None:
+            known.repeats += 1
+            self.store.update(known)
+            return False
+        return not self._joined(alert)
 
     def _joined(self, alert: Alert) -> bool:
         """An alert of a job whose last capture it began before the end of: that capture saw its slowdown
@@ -189,6 +204,8 @@ class Responder:
 
     def _act(self, incident: Incident, alert: Alert) -> str:
         """The incident's action, doing it: why not, the dry run, or the capture."""
+        if alert.refused:
+            return f"{NOT_TRACED}: refused: {alert.refused}"
         if alert.job_id is None:
             return f"{NOT_TRACED}: the alert names no job (a job_id, job or exported_job label)"
         limit = self.settings.limit
