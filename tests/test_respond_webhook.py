@@ -318,6 +318,11 @@ def test_a_notification_whose_handling_raises_is_logged_and_the_next_one_handled
     assert incident.action.startswith("not traced: job 77 has no process"), incident.action
 
 
+def test_a_start_time_in_another_scripts_digits_is_no_time_not_an_error():
+    assert alerts.epoch("٢٠٢٦-12-02T01:03:52Z") is None
+    assert alerts.epoch("2026-12-02T01:03:52.5Z") == 1796173432.5
+
+
 def test_alerts_of_one_job_in_one_notification_share_one_incident(receiver):
     r = receiver()
     assert post(r.port, notification(alert(rank="1"), alert(rank="2", fingerprint="2222")))[0] == 200

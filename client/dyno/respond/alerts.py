@@ -110,8 +110,9 @@ class Notification:
 
 
 _FINGERPRINT = re.compile(r"[0-9a-fA-F]{1,16}")  # Alertmanager's: 16 hex digits of the labels' hash
-# Go's RFC 3339 with nanoseconds, which datetime.fromisoformat reads only from Python 3.11.
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
+# Go's RFC 3339 with nanoseconds, which datetime.fromisoformat reads only from Python 3.11. ASCII:
+# a bare \d is any script's digit, which fromisoformat refuses.
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", re.ASCII)
 
 
 def epoch(stamp: str) -> Optional[float]:
