@@ -31,6 +31,12 @@ def test_usage_errors_exit_2():
     assert result.stderr.startswith("dyno: --data-simplification: must be true or false")
 
 
+def test_a_mistyped_flag_exits_2_suggesting_the_flags_it_is_near():
+    result = dyno("nputrace", "--log-fil", "/x")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "No such option: --log-fil (Possible options: --hostfile, --log-file)" in result.stderr
+
+
 def test_no_command_shows_the_help_and_exits_2():
     for args in ((), ("certs",)):
         result = dyno(*args)
