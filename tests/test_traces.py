@@ -362,6 +362,15 @@ def test_bad_nputrace_flags_exit_2_naming_the_flag(daemon, tmp_path, args, messa
     assert message in result.stderr
 
 
+@pytest.mark.parametrize(("kind", "typed"), [("nputrace", "0"), ("gputrace", "0"), ("gputrace", "-1")])
+def test_a_typed_iterations_below_1_is_refused_not_a_time_based_trace(daemon, tmp_path, kind, typed):
+    """The request's 0 is "not given" (time-based); a user who typed 0 asked for no steps, and is told."""
+    result = daemon.dyno(kind, "--log-file", str(tmp_path / "t.json"), "--iterations", typed)
+    assert result.returncode == 2 and result.stdout == ""
+    expected = f"--iterations: must be in 1..1000 (or absent for a time-based trace), got {typed}"
+    assert expected in result.stderr
+
+
 def test_the_daemon_validates_too(daemon):
     with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
         stub = pb_grpc.DynologStub(channel)

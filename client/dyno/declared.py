@@ -49,6 +49,12 @@ def _flag(path: str, f: Field) -> Flag:
     )
 
 
+def unset(flags: Tuple[Flag, ...], *names: str) -> Tuple[Flag, ...]:
+    """*flags* with those named in *names* defaulting to None, "not given", so that a typed value equal to
+    the request's default is still seen as typed (``--iterations 0``: tracing.start refuses it)."""
+    return tuple(f._replace(default=None) if f.name in names else f for f in flags)
+
+
 def request(message: Message, flags: Sequence[Flag], args: Namespace, **values: Any) -> Any:
     """*message*'s model from the values of *flags* that fill its fields (a flag not given, None, leaves
     its field to the model's default), and *values* given by path (``targets__pids``)."""

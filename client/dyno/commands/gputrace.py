@@ -8,12 +8,12 @@ from argparse import Namespace
 
 from msmonitor_contract.kinds import GPUTRACE
 
-from ..declared import declared, request
+from ..declared import declared, request, unset
 from ..flags import COLLECT, SYNC, WAIT, WAIT_TIMEOUT, Command, Flag
 from ..fleet.target import Target
 
 FLAGS = (
-    *declared(GPUTRACE),
+    *unset(declared(GPUTRACE), "--iterations"),  # a typed 0 is refused, not "not given"
     Flag(
         "--fail-on-no-process",
         None,

@@ -8,12 +8,12 @@ from argparse import Namespace
 
 from msmonitor_contract.kinds import NPUTRACE
 
-from ..declared import declared, request
+from ..declared import declared, request, unset
 from ..flags import COLLECT, SYNC, WAIT, WAIT_TIMEOUT, Command
 from ..fleet.target import Target
 
 FLAGS = (
-    *declared(NPUTRACE),
+    *unset(declared(NPUTRACE), "--iterations"),  # a typed 0 is refused, not "not given"
     WAIT._replace(help="wait until every triggered process wrote its files"),
     WAIT_TIMEOUT,
     COLLECT,

@@ -9,6 +9,8 @@ import dataclasses
 from argparse import Namespace
 from typing import Any, List
 
+from msmonitor_contract.kinds.tracing import typed_iterations
+from msmonitor_contract.rules import FieldError
 from msmonitor_contract.schema import Kind
 from msmonitor_contract.vocabulary import Reason
 
@@ -36,7 +38,7 @@ def start_trace(target: Target, args: Namespace, kind: Kind, request: Any, no_ma
     if args.sync:
         raise CliError("--sync lines up a trace on many hosts: name them with --hosts", EXIT_USAGE)
     request = dataclasses.replace(request, log_file=absolute_path(target, request.log_file))
-    check_fields(kind.check(request))
+    check_fields(_errors(kind, request, args))
     response = send(target, Order(kind, request, args)).response
     if not target.json:
         print_response(response, flush=True)  # the answer first; progress follows while waiting
@@ -58,10 +60,20 @@ def start_trace(target: Target, args: Namespace, kind: Kind, request: Any, no_ma
         raise CliError(missing)
 
 
+def _errors(kind: Kind, request: Any, args: Namespace) -> List[FieldError]:
+    """What is wrong with *request*, and with ``--iterations`` as typed: a typed 0 is no time-based trace
+    (the request's 0 is "not given"), gputrace's typed -3 none either."""
+    errors = kind.check(request)
+    if any(e.field == "iterations" for e in errors):
+        return errors
+    typed = [dataclasses.replace(e, flag="--iterations") for e in typed_iterations(args.iterations)]
+    return typed + errors
+
+
 def _start_across(target: Target, args: Namespace, kind: Kind, request: Any) -> None:
     """The trace on every host: one table of the answers; with ``--sync`` one start for all; with
     ``--wait`` every host's trace followed at once until its files are written."""
-    check_fields(kind.check(request))  # the path as given: a relative one means nothing on the other hosts
+    check_fields(_errors(kind, request, args))  # the path as given: a relative one means nothing elsewhere
     if args.sync:
         sync.check(request)
     fleet = fanout.fleet(target)

@@ -83,7 +83,7 @@ GPUTRACE = Kind(
             Field(
                 "iterations",
                 INT,
-                "steps to record (> 0 selects iteration mode)",
+                "steps to record (iteration mode); without it the trace lasts --duration-ms",
                 default=-1,  # dynolog's "not given": 0 on the wire
                 key=KeyOf("ACTIVITIES_ITERATIONS", default=0),
             ),

@@ -3,7 +3,7 @@ ends one (a count of steps, or a duration from a time)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping
+from typing import Any, List, Mapping, Optional
 
 from .. import rules
 from .. import vocabulary as v
@@ -45,6 +45,13 @@ def iterations(value: int, otherwise: str) -> List[FieldError]:
     if 0 < value <= MAX_ITERATIONS:
         return []
     return [FieldError("iterations", f"must be in 1..{MAX_ITERATIONS} ({otherwise}), got {value}")]
+
+
+def typed_iterations(count: Optional[int]) -> List[FieldError]:
+    """``--iterations`` as a user typed it (None: not given). A request's 0 is "not given" (a time-based
+    trace) on every wire, so a typed 0, or a count below it (gputrace's request holds none), is refused
+    here, before the request is built: ``--iterations 0`` is no count of steps, not a time-based trace."""
+    return [] if count is None or count > 0 else iterations(count, "or absent for a time-based trace")
 
 
 def trigger(request: Any) -> List[FieldError]:
