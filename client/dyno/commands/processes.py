@@ -10,6 +10,7 @@ from msmonitor_contract.targets import Targets
 
 from .. import waiting
 from ..declared import JOB_ID
+from ..exits import EXIT_FAILED, CliError
 from ..flags import Command, Flag
 from ..fleet.target import Target
 from ..model.daemon import ProcessInfo
@@ -25,7 +26,8 @@ FLAGS = (
         int,
         0,
         f"wait (up to {waiting.BOUND_S:.0f} s) until this many processes are registered, the daemon "
-        "perhaps still starting: for a script that has just started the daemon and its jobs",
+        "perhaps still starting: for a script that has just started the daemon and its jobs (fails at once "
+        "when the daemon's IPC is off)",
         minimum=0,
     ),
 )
@@ -82,11 +84,35 @@ def listing(target: Target, args: Namespace) -> Listing:
 
 
 def wait_for(target: Target, args: Namespace) -> Listing:
+    """The listing once --wait-for processes are registered; at once a failure when the daemon cannot
+    register any (started without --enable-ipc-monitor), not a minute's silent wait."""
+    ipc_checked: List[bool] = []  # asked once, when the first listing is short
+
+    def asked() -> Listing:
+        processes = ask(target, args)
+        if len(processes) < args.wait_for and not ipc_checked:
+            _refuse_without_ipc(target)
+            ipc_checked.append(True)
+        return processes
+
     def enough(processes: Listing) -> Optional[str]:
         have = len(processes)
         return None if have >= args.wait_for else f"{have} of --wait-for {args.wait_for} processes registered"
 
-    return waiting.until(lambda: ask(target, args), enough)
+    return waiting.until(asked, enough)
+
+
+def _refuse_without_ipc(target: Target) -> None:
+    from ..edge.rpc import Daemon
+    from ..model.daemon import GetStatusResponse
+
+    status = Daemon(target, "dyno processes").status()
+    if isinstance(status, GetStatusResponse) and not status.ipc_enabled:
+        raise CliError(
+            f"dynolog at {target.address} has IPC off, so no process can register: start it with "
+            "--enable-ipc-monitor (--wait-for would wait in vain)",
+            EXIT_FAILED,
+        )
 
 
 def to_json(processes: Listing) -> List[Dict[str, Any]]:
