@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List
 
@@ -215,3 +216,15 @@ def test_global_options_may_follow_the_command_and_then_win(daemon: Daemon):
     assert after.stdout.lstrip().startswith("["), "--json after the command took effect"
     unreachable = dyno("processes", "--port", str(port))
     assert unreachable.returncode == 3 and f"localhost:{port}" in unreachable.stderr
+
+
+def test_processes_wait_for_on_a_daemon_without_ipc_says_so_at_once(start_daemon):
+    """No process can register with a daemon started without --enable-ipc-monitor: not a minute's wait."""
+    daemon = start_daemon("--enable-ipc-monitor=false")  # after the harness's own flag: wins
+    assert daemon.dyno_json("status")["ipc_enabled"] is False
+    started = time.monotonic()
+    result = daemon.dyno("processes", "--wait-for", "1")
+    assert time.monotonic() - started < 20  # the wait's bound is 60 s
+    assert result.returncode == 1 and result.stdout == ""
+    assert "has IPC off, so no process can register: start it with --enable-ipc-monitor" in result.stderr
+    assert daemon.dyno("processes").returncode == 0  # without --wait-for: the empty listing, as before
