@@ -7,10 +7,12 @@ import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -519,6 +521,70 @@ def test_the_job_keeps_running_when_dyno_quits(fake_dynolog, typed, capsys):
     finally:
         os.kill(pid, 15)  # sleep ends at once
         os.waitpid(pid, 0)
+
+
+def _ended(pid: int) -> bool:
+    """*pid* has exited: gone, or a zombie its parent (dyno, for the launched job) has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def _reports_the_exit(request: pb.DynamicRequest) -> Iterator[Step]:
+    """dynolog's side: the attach answered, then the session ended when the attached job exits."""
+    yield answer(request)
+    pid = request.attach.targets.pids[0]
+    while not _ended(pid):
+        yield 0.05
+    yield news("every process exited", ended=True)
+
+
+def _sigterm_dyno_once(fake_dynolog: FakeDynolog, attached: bool) -> threading.Thread:
+    """A SIGTERM to this process (dyno runs in it), once dyno sent its attach (and it was answered)."""
+
+    def send() -> None:
+        wait_until(lambda: bool(fake_dynolog.sent), what="the attach")
+        time.sleep(0.3 if attached else 0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    return sender
+
+
+@pytest.mark.parametrize(
+    ("trap", "code", "words"),
+    [("", 143, "was killed by SIGTERM"), ("trap 'exit 5' TERM; ", 5, "exited with code 5")],
+)
+def test_sigterm_goes_on_to_the_launched_job_and_dyno_exits_with_its_status(  # noqa: PLR0913
+    fake_dynolog, typed, capfd, tmp_path, trap, code, words
+):
+    """As msprof's dynamic mode: the job (its own session, out of reach of dyno's terminal) gets the
+    SIGTERM, all of its process group (here a grandchild too); dyno waits for it and exits as it did."""
+    fake_dynolog.script = _reports_the_exit
+    typed(None)  # nobody types: the session runs until the job's exit ends it
+    before = signal.getsignal(signal.SIGTERM)
+    grandchild = tmp_path / "grandchild"
+    script = f"{trap}sleep 30 & echo $! > {grandchild}; wait"
+    sender = _sigterm_dyno_once(fake_dynolog, attached=True)
+    assert run_dyno("dynamic", "--output", "/p", "--", "sh", "-c", script) == code
+    sender.join()
+    pid = fake_dynolog.sent[0].attach.targets.pids[0]
+    err = capfd.readouterr().err
+    assert f"dyno: SIGTERM sent on to the job (pid {pid}); waiting for it\n" in err
+    assert err.endswith(f"dyno: the job {words}\n")
+    wait_until(lambda: _ended(int(grandchild.read_text())), what="the grandchild's end")
+    assert signal.getsignal(signal.SIGTERM) == before  # dyno's handler is gone with the session
+
+
+def test_sigterm_before_the_job_registered_gives_its_status_not_a_plugin_hint(fake_dynolog, typed, capfd):
+    fake_dynolog.script = lambda r: [60.0]  # dynolog still waits for the job to register
+    typed(None)
+    sender = _sigterm_dyno_once(fake_dynolog, attached=False)
+    assert run_dyno("dynamic", "--output", "/p", "--", "sleep", "30") == 143
+    sender.join()
+    assert capfd.readouterr().err.endswith("dyno: the job was killed by SIGTERM\n")
 
 
 def test_a_job_that_cannot_start_exits_127(fake_dynolog, typed, capsys):

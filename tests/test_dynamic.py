@@ -275,6 +275,32 @@ def test_launch_mode_starts_the_job_with_the_plugin_and_ends_with_its_exit_code(
     assert len(list((tmp_path / "prof").glob("PROF_*"))) == 1
 
 
+def test_sigterm_to_dyno_goes_on_to_the_launched_job_while_collecting(daemon, controllers, tmp_path):
+    """msprof's dynamic mode: the application dyno launched gets the SIGTERM; dynolog reports its exit,
+    and dyno exits with its status (128 + SIGTERM)."""
+    command = [str(BIN / "python"), str(Path(__file__).parent / "workloads" / "train.py")]
+    session = controllers(
+        daemon,
+        "--output",
+        str(tmp_path / "prof"),
+        "--app-log",
+        str(tmp_path / "app.log"),
+        "--",
+        *command,
+        "--ignore-stdin",
+        "--step-ms",
+        "10",
+        env=daemon.client_env(),
+    )
+    (process,) = session.answer()["processes"]
+    session.send("start")
+    session.proc.send_signal(signal.SIGTERM)
+    news = session.answer()
+    assert news["ended"] and f"pid {process['pid']}" in news["message"] and "exited" in news["message"]
+    assert session.proc.wait(30) == 128 + signal.SIGTERM, "dyno exits with the job's status"
+    wait_until(lambda: daemon.process(process["pid"]) is None, what="the job's end, as the daemon sees it")
+
+
 def test_several_pids_act_together_with_one_result_each(daemon, start_workload, tmp_path):
     jobs = [fast_trainer(daemon, start_workload, rank) for rank in (0, 1)]
     pids = ",".join(str(j.pid) for j in jobs)

@@ -56,7 +56,8 @@ def run(target: Target, args: Namespace) -> None:
     Attach to running processes (--pid), or launch a job (after --) and attach to it. Then type
     start and stop: each window becomes one PROF_ directory per process under --output. Commands:
     start, stop, status, quit (q), help (h), sleep SECONDS; end of input and Ctrl-C quit too.
-    A launched job keeps running when dyno quits; when it exits, dyno exits with its code.
+    A launched job keeps running when dyno quits; when it exits, dyno exits with its code. A SIGTERM
+    to dyno goes on to the launched job (as msprof's), and dyno exits with its status once it ends.
 
     Examples:
       dyno dynamic --pid 4242 --output /data/prof
@@ -83,11 +84,12 @@ def run(target: Target, args: Namespace) -> None:
         daemon.ping()  # no job without a daemon that holds sessions
         job = _launch(args.command, args.app_log)
         attach = dataclasses.replace(attach, targets=dataclasses.replace(attach.targets, pids=(job.pid,)))
-    with contextlib.ExitStack() as scope:
+    with _Forward(job) as forward, contextlib.ExitStack() as scope:
         ending = interactive.Session(io, prompt).run(
             lambda requests: scope.enter_context(daemon.dynamic(requests)), attach, job
         )
-    _finish(ending, job)
+        scope.close()  # the session's call, before waiting for the job
+        _finish(ending, job, forward.sent)
 
 
 def _check_usage(target: Target, args: Namespace) -> None:
@@ -147,8 +149,45 @@ def _launch(command: List[str], app_log: Optional[str]) -> subprocess.Popen[byte
             log.close()  # the job has its own copy
 
 
-def _finish(ending: Ending, job: Optional[subprocess.Popen[bytes]]) -> None:
-    """Exit as the session ended: 0 when the user quit; a launched job's status when it exited; else 1."""
+class _Forward:
+    """Launch mode: a SIGTERM to dyno is sent on to the job's process group (the job runs in its own
+    session, so no signal reaches it otherwise), as msprof's dynamic mode sends it to the application it
+    launched; dyno then waits for the job and exits with its status (:func:`_finish`). Ctrl-C is not
+    sent on: it quits the prompt, and the job keeps running. Attach mode changes nothing."""
+
+    def __init__(self, job: Optional[subprocess.Popen[bytes]]) -> None:
+        self._job = job
+        self._previous: Any = None
+        self.sent = False  # a SIGTERM went to the job
+
+    def __enter__(self) -> _Forward:
+        import signal
+
+        if self._job is not None:
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._job is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        assert self._job is not None
+        self.sent = True
+        # os.write: a handler may run inside a print to stderr, which print would refuse to re-enter.
+        os.write(2, f"dyno: SIGTERM sent on to the job (pid {self._job.pid}); waiting for it\n".encode())
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # it has exited already
+            os.killpg(self._job.pid, signum)
+
+
+def _finish(ending: Ending, job: Optional[subprocess.Popen[bytes]], forwarded: bool = False) -> None:
+    """Exit as the session ended: 0 when the user quit; a launched job's status when it exited (or when
+    dyno's SIGTERM was sent on to it, *forwarded*: however the session ended, once it exits); else 1."""
+    if job is not None and forwarded:
+        words, code = _job_exit(job.wait())  # a SIGTERM now goes on to the job again
+        raise CliError(f"the job {words}", code)
     if ending.by_user:
         if job is not None:
             print(f"dyno: the job keeps running (pid {job.pid})", file=sys.stderr)
