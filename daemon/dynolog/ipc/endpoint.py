@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, List, Optional, Tuple, Union
 
-from msmonitor_contract import wire
+from msmonitor_contract import holders, wire
 
 log = logging.getLogger("dynolog.ipc.endpoint")
 
@@ -115,8 +115,8 @@ class IpcEndpoint:
             sock.close()
             if exc.errno == errno.EADDRINUSE:
                 raise IpcAddressInUse(
-                    f"another daemon is already bound to IPC address {wire.describe_address(self.address)}; "
-                    "stop it, or give this one another --ipc-socket-dir"
+                    f"another daemon is already bound to IPC address {wire.describe_address(self.address)} "
+                    f"(held by {_holder(self.address)}); stop it, or give this one another --ipc-socket-dir"
                 ) from None
             raise IpcError(f"cannot bind IPC socket {self.describe()}: {exc.strerror}") from None
         self._sock, self._loop, self._wake = sock, loop, os.pipe()
@@ -269,5 +269,14 @@ def _remove_stale_socket(path: str) -> None:
     finally:
         probe.close()
     raise IpcAddressInUse(
-        f"another daemon is already serving IPC at {path}; stop it, or give this one another --ipc-socket-dir"
+        f"another daemon is already serving IPC at {path} (held by {_holder(path)}); "
+        "stop it, or give this one another --ipc-socket-dir"
     )
+
+
+def _holder(address: wire.Address) -> str:
+    """Who holds *address*, for the operator: any local user can bind an abstract name first."""
+    try:
+        return holders.with_pid(holders.holder(address)).describe()
+    except OSError:  # gone since: whoever it was
+        return "another process"
