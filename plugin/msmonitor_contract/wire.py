@@ -19,7 +19,7 @@ import os
 import socket
 import struct
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Collection, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 HEADER = struct.Struct("=Q32s")
 HEADER_SIZE = HEADER.size  # 40
@@ -76,8 +76,11 @@ def credentials(ancdata: List[Tuple[int, int, bytes]]) -> Optional[Tuple[int, in
     return None
 
 
-def receive_from(sock: socket.socket, expected: Address) -> Optional[bytes]:
-    """One datagram from *expected*, sent by this user or root; anything else is dropped (None).
+def receive_from(
+    sock: socket.socket, expected: Address, uids: Optional[Collection[int]] = None
+) -> Optional[bytes]:
+    """One datagram from *expected*, sent by one of *uids* (this user or root by default); anything else
+    is dropped (None).
 
     Abstract names have no permissions, so a process's own socket is reachable by every local user:
     only the daemon it talks to may command it. Raises BlockingIOError when nothing is queued.
@@ -85,7 +88,7 @@ def receive_from(sock: socket.socket, expected: Address) -> Optional[bytes]:
     """
     data, ancdata, flags, sender = sock.recvmsg(MAX_DATAGRAM, CREDENTIALS_SPACE)
     creds = credentials(ancdata)
-    if creds is None or creds[1] not in (os.getuid(), 0) or flags & socket.MSG_TRUNC:
+    if creds is None or creds[1] not in (uids or (os.getuid(), 0)) or flags & socket.MSG_TRUNC:
         return None
     if not sender or _normal(sender) != _normal(expected):  # an unbound sender has no address (None)
         return None

@@ -17,11 +17,11 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Deque, Hashable, List, Optional, Tuple
+from typing import Callable, Deque, Hashable, List, Optional, Set, Tuple
 
-from msmonitor_contract import wire
+from msmonitor_contract import holders, wire
 
-from .daemon_socket import DaemonSocket
+from .daemon_socket import DaemonSocket, Squatted, daemon_uids
 from .throttled import Throttled
 
 log = logging.getLogger("msmonitor_plugin")
@@ -108,7 +108,11 @@ class DaemonLink:
         self._on_datagram = on_datagram
         # Any local user can send to an abstract name: each drop is counted, said once a minute.
         self._foreign = Throttled(log, "dropped datagrams that did not come from dynolog")
-        self._sock = DaemonSocket(self.daemon, self.address)  # only the daemon may command us
+        # Only the daemon may command us, and only the daemon's uids hear from us (a squatter on its name
+        # would read every hello): see daemon_socket.
+        self._sock = DaemonSocket(self.daemon, self.address, daemon_uids())
+        self._squatters: Set[Optional[int]] = set()  # the holders' uids a warning named, each once
+        self._unverified_said = False
         if isinstance(self.address, str):
             os.chmod(self.address, 0o600)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -153,11 +157,34 @@ class DaemonLink:
         """One non-blocking send to the daemon; False (and no exception) when it is not there."""
         try:
             self._sock.send(msg_type, payload)
-            return True
+        except Squatted as exc:
+            self._squatted(exc.holder)
+            return False
         except OSError as exc:
             if exc.errno not in _ABSENT:
                 log.warning("sending %s to dynolog failed: %s", msg_type, exc)
             return False
+        if self._sock.unverified and not self._unverified_said:
+            self._unverified_said = True
+            log.info("the kernel does not say who holds %s: sending to it unverified", self._describe())
+        return True
+
+    def _squatted(self, holder: holders.Holder) -> None:
+        """Once per holder's uid: nothing goes to it, it is retried as an absent daemon."""
+        if holder.uid in self._squatters:
+            return
+        self._squatters.add(holder.uid)
+        log.warning(
+            "%s holds dynolog's address %s, and dynolog runs as none of uids %s (%s): nothing is sent to it, "
+            "retrying later",
+            holders.with_pid(holder).describe(),
+            self._describe(),
+            ",".join(str(uid) for uid in sorted(self._sock.uids or ())),
+            "MSMONITOR_DAEMON_UIDS",
+        )
+
+    def _describe(self) -> str:
+        return wire.describe_address(self.daemon)
 
     def heartbeat_now(self) -> None:
         """Re-register at once (the process changed: it imported a framework, say)."""
