@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List
 
 import pytest
 
-from harness import Daemon, Workload
+from harness import Daemon, Workload, read_line_until, stop_process
 
 
 @pytest.fixture
@@ -56,6 +58,23 @@ SLOW_MODULES: Dict[str, str] = {
     "test_plugin_hostile.py": "a real job against hostile and flooding daemons until its link recovers",
     "fuzz/test_fuzz_daemon.py": "floods and fuzzes a live daemon over gRPC and its sockets",
 }
+
+
+@pytest.fixture
+def netns_holder() -> Iterator[int]:
+    """A process holding a fresh network namespace (loopback up): its abstract names, ``@dynolog@``
+    among them, are nobody else's. Its pid is what a Daemon's or Workload's ``netns_of`` takes."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("unshare(1) and ip(8) are needed for a private network namespace")
+    holder = subprocess.Popen(
+        ["unshare", "--net", "--", "sh", "-c", "ip link set lo up && echo ready pid=$$ && exec cat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = read_line_until(holder, "ready")
+    yield int(line.split("pid=")[1])
+    stop_process(holder)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:

@@ -174,20 +174,6 @@ def test_health_and_reflection_are_served(daemon: Daemon):
     assert {"dynolog.v1.Dynolog", "grpc.health.v1.Health"} <= names
 
 
-@pytest.fixture
-def netns_holder():
-    """A process holding a fresh network namespace (loopback up), so abstract names cannot clash."""
-    holder = subprocess.Popen(
-        ["unshare", "--net", "--", "sh", "-c", "ip link set lo up && echo ready pid=$$ && exec cat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = read_line_until(holder, "ready")
-    yield int(line.split("pid=")[1])
-    stop_process(holder)
-
-
 @pytest.mark.torch
 def test_abstract_name_serves_stock_kineto_and_refuses_a_second_daemon(netns_holder, tmp_path: Path):
     daemon = Daemon(tmp_path / "d", ["--ipc-socket-dir="], netns_of=netns_holder)

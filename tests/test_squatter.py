@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List
 
 import pytest
 
-from harness import BIN, Daemon, Workload, nsenter, read_line_until, rest_of_output, stop_process, wait_until
+from harness import BIN, Daemon, Workload, nsenter, rest_of_output, wait_until
 
 SQUATTER_UID = 65534  # nobody
 AS_SQUATTER = ["setpriv", f"--reuid={SQUATTER_UID}", f"--regid={SQUATTER_UID}", "--clear-groups"]
@@ -36,22 +36,6 @@ def sockets() -> Iterator[Path]:
     path.chmod(0o1777)
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def netns() -> Iterator[int]:
-    """A process holding a fresh network namespace: its ``@dynolog@`` is nobody else's."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.skip("unshare(1) and ip(8) are needed for a private network namespace")
-    holder = subprocess.Popen(
-        ["unshare", "--net", "--", "sh", "-c", "ip link set lo up && echo ready pid=$$ && exec cat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = read_line_until(holder, "ready")
-    yield int(line.split("pid=")[1])
-    stop_process(holder)
 
 
 def second_daemon(args: List[str], log: Path, netns_of: int = 0) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
@@ -110,12 +94,12 @@ def test_a_squatter_on_the_socket_dir_hears_nothing_and_is_named(sockets: Path, 
         daemon.stop()
 
 
-def test_a_squatter_on_the_abstract_name_hears_nothing_and_is_named(netns: int, tmp_path: Path):
-    squatter = Workload("squatter.py", {}, ["@dynolog"], netns_of=netns, launcher=AS_SQUATTER).start()
+def test_a_squatter_on_the_abstract_name_hears_nothing_and_is_named(netns_holder: int, tmp_path: Path):
+    squatter = Workload("squatter.py", {}, ["@dynolog"], netns_of=netns_holder, launcher=AS_SQUATTER).start()
     job = squat_then_leave(
         squatter, {}, tmp_path, ["--ipc-socket-dir=", "--msmonitor-socket-dir", str(tmp_path)]
     )
-    daemon = Daemon(tmp_path / "d", ["--ipc-socket-dir="], netns_of=netns)
+    daemon = Daemon(tmp_path / "d", ["--ipc-socket-dir="], netns_of=netns_holder)
     try:
         daemon.start()
         assert "ipc=@dynolog@" in daemon.ready_line
