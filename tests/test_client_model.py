@@ -16,7 +16,8 @@ from dyno.model.commands import ProcessOutcome
 from dyno.model.daemon import LegacyStatus
 from dyno.model.traces import TraceInfo
 from dynoproto import dynolog_pb2 as pb
-from dynoproto.convert import enum_prefix, to_model, to_proto
+from dynoproto.convert import to_model, to_proto
+from msmonitor_contract.vocabulary import enum_prefix
 from test_declarations import SCALARS
 
 # The model's classes that stand for a message of the same name (LegacyStatus is dyno's own: a C++

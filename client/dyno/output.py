@@ -17,6 +17,8 @@ import sys
 import typing
 from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
+from msmonitor_contract.vocabulary import enum_prefix
+
 # C0 controls but newline and tab, DEL, and C1 (0x9b is CSI on some terminals): ESC sequences retitle
 # windows, move the cursor, rewrite lines, or (OSC 52) set the clipboard; CR overwrites what was shown.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -113,8 +115,7 @@ def _enum_name(member: Optional[enum.Enum], kind: Optional[type]) -> str:
     """As the proto names the value: its enum's name in capitals, then the member's; None is the
     enum's UNSPECIFIED."""
     assert kind is not None
-    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).upper()
-    return f"{prefix}_{member.name if member is not None else 'UNSPECIFIED'}"
+    return enum_prefix(kind.__name__) + (member.name if member is not None else "UNSPECIFIED")
 
 
 def print_json(data: Any, indent: Optional[int] = 2) -> None:

@@ -143,6 +143,12 @@ class SessionNews(enum.Enum):
     TASK_ENDED = 13
 
 
+def enum_prefix(type_name: str) -> str:
+    """The prefix of a proto enum's values, from its type's name: TracePhase -> ``TRACE_PHASE_``. An
+    enum here has the proto enum's name, its members the values' names without the prefix."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper() + "_"
+
+
 class Reason(enum.Enum):
     """Why a process did not take a command; the value is its one wording."""
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 import struct
 import typing
 from typing import Any, Dict, Tuple, Type, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+
+from msmonitor_contract.vocabulary import enum_prefix
 
 
 def fields(message: Message) -> Dict[str, Any]:
@@ -46,12 +47,6 @@ def as_typed(value: float) -> float:
 
 
 # --- the client's models ------------------------------------------------------------------------------
-
-
-def enum_prefix(type_name: str) -> str:
-    """The prefix of a proto enum's values, from its type's name: TracePhase -> ``TRACE_PHASE_``. A
-    model's enum has the proto enum's name, its members the values' names without the prefix."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper() + "_"
 
 
 def to_model(cls: Type[_Model], message: Message) -> _Model:
