@@ -69,6 +69,16 @@ class DaemonConfig:
     )
     prometheus_address: str = flag("127.0.0.1", "address of the Prometheus exporter (default 127.0.0.1)")
     prometheus_port: int = flag(0, "serve npu-monitor reports to Prometheus on this port", type=tcp_port)
+    # exporter-toolkit's file and flag name, so one file protects every exporter of a node.
+    prometheus_web_config: Optional[Path] = flag(
+        None,
+        "exporter-toolkit's web configuration (YAML: tls_server_config, basic_auth_users) for the "
+        "Prometheus exporter: HTTPS, client certificates, bcrypt-hashed users; needs the extra "
+        "msmonitor-dynolog[prometheus-auth]",
+        names=("--prometheus-web-config", "--prometheus_web_config", "--web.config.file"),
+        type=Path,
+        metavar="FILE",
+    )
     use_json: bool = flag(
         False,
         "also write npu-monitor reports to dynolog_metrics.jsonl beside the log file (rotating)",

@@ -30,7 +30,7 @@ from ..incidents.watch import incident_settings
 from ..ipc import endpoint
 from ..ipc.dispatch import IpcDispatcher
 from ..ipc.endpoint import IpcError
-from ..monitoring.sinks import Sink, Sinks, jsonl
+from ..monitoring.sinks import Sink, Sinks, jsonl, web_config
 from ..monitoring.sinks.jsonl import JsonlSink
 from ..monitoring.sinks.prometheus import PrometheusSink
 from ..node import Node
@@ -141,7 +141,9 @@ class Daemon:
             if config.metric_log_dir is not None:
                 sinks.append(_tensorboard_sink(config.metric_log_dir))
             if config.prometheus_port:
-                sinks.append(PrometheusSink(config.prometheus_address, config.prometheus_port))
+                sinks.append(_prometheus_sink(config))
+            elif config.prometheus_web_config is not None:
+                log.warning("--prometheus-web-config has no effect without --prometheus-port")
             if config.use_json and config.log_file is not None:
                 sinks.append(JsonlSink(jsonl.beside(config.log_file)))
         except OSError as exc:
@@ -337,6 +339,23 @@ def _is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+def _prometheus_sink(config: DaemonConfig) -> Sink:
+    """The exporter, protected as --prometheus-web-config says; a bad file stops the start."""
+    web = None
+    if config.prometheus_web_config is not None:
+        try:
+            web = web_config.load(config.prometheus_web_config)
+        except (web_config.WebConfigError, ImportError) as exc:
+            raise StartupError(str(exc)) from None
+        if not web.protects:
+            log.warning("--prometheus-web-config %s sets neither TLS nor users: anyone who can connect "
+                        "reads the exporter", web.path)  # fmt: skip
+        elif web.tls is None and not _is_loopback(config.prometheus_address):
+            log.warning("--prometheus-web-config %s: basic auth without tls_server_config sends the "
+                        "passwords in clear to %s", web.path, config.prometheus_address)  # fmt: skip
+    return PrometheusSink(config.prometheus_address, config.prometheus_port, web=web)
 
 
 def _tensorboard_sink(log_dir: Path) -> Sink:

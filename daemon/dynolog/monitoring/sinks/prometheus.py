@@ -1,4 +1,5 @@
-"""Prometheus exposition of the monitor reports (``--prometheus-address``, ``--prometheus-port``).
+"""Prometheus exposition of the monitor reports (``--prometheus-address``, ``--prometheus-port``), in
+TLS and behind basic auth as ``--prometheus-web-config`` says (:mod:`.web_config`, :mod:`.web_server`).
 
 Every series carries the labels ``host``, ``job``, ``rank`` (``pid<N>`` for a process without a rank),
 ``device`` (``-1``: host) and ``kind``:
@@ -40,7 +41,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -48,6 +49,8 @@ from msmonitor_contract.activity import Kind
 from msmonitor_contract.report import Report
 
 from . import ProcessLabels
+from .web_config import WebConfig
+from .web_server import BasicAuth, serve
 
 LABELS = ["host", "job", "rank", "device", "kind"]
 PROCESS_LABELS = ["host", "job", "rank"]
@@ -154,13 +157,20 @@ def _families(processes: List[_Process], top_n: int) -> List[Metric]:
 
 
 class PrometheusSink:
-    """Keeps each process's latest report and running totals; serves them on *address*:*port*.
+    """Keeps each process's latest report and running totals; serves them on *address*:*port*, with the
+    TLS and users of *web* (None: plain HTTP, to anyone who can connect).
 
     ``port=None`` serves nothing (for embedding the registry elsewhere); ``port=0`` picks a free port
     (see :attr:`port`).
     """
 
-    def __init__(self, address: str = "127.0.0.1", port: Optional[int] = 9464, top_n: int = 10) -> None:
+    def __init__(
+        self,
+        address: str = "127.0.0.1",
+        port: Optional[int] = 9464,
+        top_n: int = 10,
+        web: Optional[WebConfig] = None,
+    ) -> None:
         self.top_n = top_n
         self.daemon_drops: Optional[Callable[[], Dict[str, int]]] = None  # the daemon's own drop counts
         self.daemon_reports: Optional[Callable[[], Dict[str, int]]] = None  # and where reports went
@@ -172,7 +182,10 @@ class PrometheusSink:
         self._server = None
         self.port = 0
         if port is not None:
-            self._server, self._thread = start_http_server(port, address, registry=self.registry)
+            app = make_wsgi_app(self.registry)
+            if web is not None and web.users:
+                app = BasicAuth(app, web.users)
+            self._server, self._thread = serve(address, port, app, web.tls if web is not None else None)
             self.port = self._server.server_port
 
     def emit(self, process: ProcessLabels, report: Report) -> None:
