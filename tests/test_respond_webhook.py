@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -65,7 +67,8 @@ class Receiver:
 
 @pytest.fixture
 def receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
-    """Start a receiver (keyword arguments: ``token``, ``limit``, ``dry_run``, ``queue_size``, ``start``)."""
+    """Start a receiver (keyword arguments: ``token``, ``limit``, ``dry_run``, ``queue_size``, ``run_worker``,
+    and any of :class:`webhook.Limits`'s fields; ``max_body`` is 4096 unless given)."""
     started: List[Receiver] = []
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"127.0.0.1:{free_port()}\n")  # nobody listens there: every job is gone
@@ -76,6 +79,7 @@ def receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
         dry_run: bool = False,
         queue_size: int = responder.QUEUE_SIZE,
         run_worker: bool = True,
+        **limits: Any,
     ) -> Receiver:
         folder = tmp_path / f"incidents{len(started)}"
         settings = responder.Settings(
@@ -93,7 +97,8 @@ def receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
             path.write_text(token + "\n")
             path.chmod(0o600)
             token_file = webhook.TokenFile(str(path), log.append)
-        server = webhook.Webhook(("127.0.0.1", 0), token_file, 4096, worker.submit, log.append)
+        bounds = webhook.Limits(**{"max_body": 4096, **limits})
+        server = webhook.Webhook(("127.0.0.1", 0), token_file, worker.submit, log.append, bounds)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         if run_worker:
             worker.start()
@@ -444,36 +449,163 @@ def test_dyno_incidents_only_reads_a_responders_folder_whatever_it_finds(tmp_pat
     assert damaged.read_bytes() == b"not a database"
 
 
-def test_connections_beyond_the_bound_are_closed_unread_and_the_bound_frees_with_them(receiver, monkeypatch):
-    """Clients that trickle bytes (the read timeout is per read) cannot take every thread."""
-    monkeypatch.setattr(webhook, "MAX_CONNECTIONS", 2)
-    r = receiver()
-    idle = [socket.create_connection(("127.0.0.1", r.port), timeout=5) for _ in range(2)]
+# --- slow clients (issue 34: slowloris) ------------------------------------------------------------
+
+# A request that never ends: its bytes go out one at a time, an Authorization header with no end.
+NEVER_ENDS = b"POST /alerts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"x" * 60000
+
+
+def status_of(answer: bytes) -> str:
+    """The status code of an answer's first line; "closed" for none (end of file, or a reset)."""
+    parts = answer.split(b" ", 2)
+    return parts[1].decode() if answer.startswith(b"HTTP/") and len(parts) > 1 else "closed"
+
+
+def trickle(s: socket.socket, period: float, stop: threading.Event) -> Optional[str]:
+    """Send NEVER_ENDS a byte per *period* until the server answers or closes (its status), or *stop*."""
+    for i in range(len(NEVER_ENDS)):
+        try:
+            s.sendall(NEVER_ENDS[i : i + 1])
+            # Pacing, and the wait for the server's answer: readable once it answers or closes.
+            if select.select([s], [], [], period)[0]:
+                return status_of(s.recv(4096))
+        except OSError:  # reset: the server closed it with a byte of ours unread
+            return "closed"
+        if stop.is_set():
+            return None
+    return None
+
+
+@dataclass
+class Slowloris:
+    """*count* threads, each holding a connection that sends a byte per *period* and never ends its request,
+    opening another as soon as the server closes one; each closed one recorded (status, seconds open)."""
+
+    port: int
+    count: int
+    period: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    closed: List[tuple] = field(default_factory=list)
+    threads: List[threading.Thread] = field(default_factory=list)
+
+    def __enter__(self) -> Slowloris:
+        self.threads = [threading.Thread(target=self._attack) for _ in range(self.count)]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+        assert not any(t.is_alive() for t in self.threads)
+
+    def _attack(self) -> None:
+        while not self.stop.is_set():
+            with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+                began = time.monotonic()
+                status = trickle(s, self.period, self.stop)
+                if status is not None:
+                    self.closed.append((status, time.monotonic() - began))
+
+
+@pytest.mark.parametrize(
+    "slots, cut_by",
+    [
+        (32, "503"),  # the issue's 32: each new connection closes the oldest still sending, over and over
+        (webhook.MAX_CONNECTIONS, "408"),  # today's: 40 fit, and each is cut at the deadline
+    ],
+)
+def test_slowloris_holds_no_slot_past_the_request_deadline_and_every_real_post_gets_through(
+    receiver, slots: int, cut_by: str
+):
+    """The attack of issue 34: with 32 slots and a 10 s timeout per read, 40 connections at a byte a second
+    let 0 of 16 Alertmanager posts through. Here 40 connections trickle (a byte per 0.25 s, reconnecting at
+    once when closed) at a receiver with a 1.5 s deadline: all 16 posts are queued, none waits for a slot,
+    and no slow connection stays open past the deadline, whatever its bytes."""
+    timeout = 1.5
+    r = receiver(request_timeout=timeout, connections=slots)
+    with Slowloris(r.port, 40, 0.25) as attack:
+        wait_until(lambda: r.server.open_connections() == min(40, slots), 10, what="the slowloris connected")
+        for _ in range(16):
+            began = time.monotonic()
+            assert post(r.port, notification())[0] == 200
+            assert time.monotonic() - began < timeout  # not a wait for a deadline to free a slot
+        wait_until(lambda: any(s == cut_by for s, _ in attack.closed), 10, what=f"a slowloris cut {cut_by}")
+    statuses = {status for status, _ in attack.closed}
+    assert statuses <= {"408", "503", "closed"}, statuses  # closed: reset, a byte of it unread
+    longest = max(held for _, held in attack.closed)
+    assert longest < timeout + 1.0, f"a slow connection held for {longest:.1f}s"
+    assert any(f": request: {cut_by} (" in line for line in r.log), r.log[-5:]
+    wait_until(lambda: r.server.open_connections() == 0, 10, what="every slot given back")
+    assert len(r.incidents()) <= 1  # the 16 posts: one alert, repeated
+
+
+def test_with_every_slot_taken_the_oldest_connection_still_sending_makes_room_for_a_new_one(receiver):
+    r = receiver(connections=2)
+    idle: List[socket.socket] = []
     try:
-        for one in idle:
-            one.sendall(b"P")  # a request begun, never finished
-
-        def taken() -> bool:  # a look that gives back what it took
-            free = r.server._slots.acquire(blocking=False)
-            if free:
-                r.server._slots.release()
-            return not free
-
-        wait_until(taken, 5, what="both slots taken")
-        with socket.create_connection(("127.0.0.1", r.port), timeout=5) as third:
-            assert third.recv(100) == b""  # closed, not answered
-        assert any("connections open: closed one from 127.0.0.1 unread" in line for line in r.log), r.log
+        for count in (1, 2):  # one after the other: the first is the older
+            idle.append(socket.create_connection(("127.0.0.1", r.port), timeout=5))
+            idle[-1].sendall(b"P")  # a request begun, never finished
+            wait_until(lambda n=count: r.server.open_connections() == n, 5, what=f"{count} slot(s) taken")
+        assert post(r.port, notification())[0] == 200
+        answer = idle[0].recv(4096)  # the oldest: answered 503, which Alertmanager retries
+        assert status_of(answer) == "503" and b"Retry-After: 1" in answer, answer
+        idle[1].setblocking(False)
+        with pytest.raises(BlockingIOError):  # the younger one still waits for its request
+            idle[1].recv(1)
+        assert any("request: 503 (closed for a newer connection" in line for line in r.log), r.log
     finally:
         for one in idle:
             one.close()
+    wait_until(lambda: r.server.open_connections() == 0, 10, what="every slot given back")
 
-    def posted() -> bool:  # refused unread (a broken pipe, a reset) until a slot is free again
-        try:
-            return post(r.port, notification())[0] == 200
-        except OSError:
-            return False
 
-    wait_until(posted, 10, what="a post once the slots are free")
+def test_a_stranger_is_refused_401_as_its_headers_end_its_slowly_sent_body_never_read(receiver):
+    r = receiver(request_timeout=30.0)
+    head = b"POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", r.port), timeout=10) as s:
+        for i in range(len(head)):  # a byte per send: headers trickled in, but complete
+            s.sendall(head[i : i + 1])
+        began = time.monotonic()
+        answer = b""
+        while chunk := s.recv(4096):  # to the end: the server closes, not waiting for the body
+            answer += chunk
+        assert (
+            time.monotonic() - began < 5.0
+        )  # before a byte of the gigabyte is sent; not the deadline's 30 s
+        assert status_of(answer) == "401" and b"WWW-Authenticate: Bearer" in answer, answer
+    wait_until(lambda: r.server.open_connections() == 0, 5, what="its slot given back")
+    assert any("POST /alerts: 401 (no bearer token)" in line for line in r.log), r.log
+
+
+def test_headers_beyond_64_kib_are_refused_431_as_they_cross_it(receiver):
+    r = receiver()
+    with socket.create_connection(("127.0.0.1", r.port), timeout=10) as s:
+        s.sendall(b"POST /alerts HTTP/1.1\r\n" + b"X-Padding: " + b"x" * 70000)  # no end of headers
+        assert status_of(s.recv(4096)) == "431"
+    assert any("request line and headers over 64 KiB" in line for line in r.log), r.log
+
+
+def test_the_command_cuts_a_request_at_its_request_timeout(tmp_path: Path):
+    """`dyno respond --request-timeout`: a connection that sends nothing is answered 408 and closed."""
+    assert "--request-timeout" in respond("--help").stdout
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n")
+    args = ["--hosts-from", f"file:{hostfile}", "--collect", str(tmp_path / "incidents")]
+    receiver = RespondProcess([*args, "--request-timeout", "0.5"]).start()
+    try:
+        with socket.create_connection(("127.0.0.1", receiver.port), timeout=10) as s:
+            began = time.monotonic()
+            s.sendall(b"POST /alerts HTTP/1.1\r\n")  # and nothing more
+            assert status_of(s.recv(4096)) == "408"
+            assert 0.4 < time.monotonic() - began < 5.0
+        assert "request not in within 0.5s (--request-timeout)" in receiver.line(": 408 (")
+        assert post(receiver.port, notification())[0] == 200  # a post in time is not cut
+    finally:
+        status, _ = receiver.stop()
+    assert status == 0
 
 
 def test_a_capture_still_running_when_the_responder_stops_is_recorded_as_not_traced(receiver, monkeypatch):

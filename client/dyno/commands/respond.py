@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import signal
 import socket
 import sys
@@ -22,6 +23,20 @@ from ..respond.store import rate_limit
 
 DEFAULT_LISTEN = "127.0.0.1:9465"
 STOP_WAIT_S = 30.0  # on SIGTERM, for the incident in progress to be recorded
+
+
+def _request_timeout(text: str) -> float:
+    """Seconds, finite (a NaN would pass the range check and then fail every request's deadline)."""
+    from msmonitor_contract.values import FlagValueError
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise FlagValueError(f"expected a number of seconds, got {text!r}")
+    return seconds
+
 
 FLAGS = (
     Flag(
@@ -59,6 +74,17 @@ FLAGS = (
         "required to listen beyond loopback",
     ),
     Flag("--max-body", None, int, "1048576", "bytes a notification may have (413 beyond)", minimum=1),
+    Flag(
+        "--request-timeout",
+        None,
+        _request_timeout,
+        "10",
+        "seconds a request may take to arrive whole (request line, headers, body), however slowly its bytes "
+        "come: answered 408 and closed after (a slow client holds a connection no longer)",
+        minimum=0.1,
+        maximum=3600,
+        metavar="FLOAT",
+    ),
     Flag(
         "--dry-run", None, bool, False, "record the hosts, processes, start step and request; trace nothing"
     ),
@@ -109,7 +135,8 @@ def run(target: Target, args: Namespace) -> None:
     records = store.JobIncidentStore(folder)
     worker = responder.Responder(target, settings, records, _log)
     try:
-        server = webhook.Webhook(address, token, args.max_body, worker.submit, _log)
+        limits = webhook.Limits(args.max_body, args.request_timeout)
+        server = webhook.Webhook(address, token, worker.submit, _log, limits)
     except OSError as exc:
         raise CliError(f"--listen {args.listen}: {exc.strerror}", EXIT_USAGE) from None
     worker.start()
