@@ -49,8 +49,9 @@ class Selecting:
 
     def selects(self, job_id: int, pid_chain: Iterable[int], rank: int) -> bool:
         """Whether a process is selected. A pid selects the process itself (by its host or in-container
-        pid) or any of its descendants (its *pid_chain* holds both, and its ancestors), so a launcher's
-        pid selects all of its workers."""
+        pid) or any of its descendants (its *pid_chain* holds both, and its ancestors, as the daemon
+        reads them from /proc, never as the process claims them), so a launcher's pid selects all of
+        its workers."""
         if self.job_id and job_id != self.job_id:
             return False
         if self.pids and self.pid_set.isdisjoint(pid_chain):

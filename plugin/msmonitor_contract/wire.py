@@ -289,6 +289,8 @@ class Hello(JsonMessage):
     """Registration of a plugin process; sent at start and repeated as the heartbeat."""
 
     pid: int
+    # Sent for older daemons; this one reads the pid and the ancestors from /proc, and never selects a
+    # process by what it claims here.
     ancestors: List[int] = field(default_factory=list)
     job_id: int = 0
     rank: int = -1

@@ -89,6 +89,13 @@ class DaemonConfig:
         "uids allowed to talk to the IPC, comma-separated (default: the daemon's own uid and root)",
         type=uid_list,
     )
+    max_ipc_clients: int = flag(
+        4096,
+        "processes registered at once through the IPC, at most (default 4096); past it a new process "
+        "gets no answer, is logged by pid and uid, and registers once another leaves",
+        type=count,
+        metavar="PROCESSES",
+    )
     key_password_file: Optional[Path] = flag(
         None,
         "file holding the password of an encrypted server.key (or set DYNOLOG_KEY_PASSWORD; "

@@ -32,10 +32,13 @@ class ClientKind(enum.Enum):
 @dataclass
 class ProcessRecord:
     host_pid: int  # kernel-verified (SO_PASSCRED), in the daemon's pid namespace
-    pid: int  # as the process sees itself
+    pid: int  # as the process sees itself: the kernel's (NSpid), else its claim (shown, never matched)
     uid: int
-    ancestors: Tuple[int, ...] = ()  # as the process sees them
-    host_ancestors: Tuple[int, ...] = ()  # as the daemon sees them: they differ inside a container
+    # Both read from /proc by the daemon, never taken from the process's word: a process of another
+    # allowed uid that claimed a victim's pid as its ancestor would be selected by `--pids <victim>`.
+    ancestors: Tuple[int, ...] = ()  # in the process's own pid namespace: they differ inside a container
+    host_ancestors: Tuple[int, ...] = ()  # in the daemon's
+    pid_known: bool = True  # whether *pid* is the kernel's (a claim selects nothing)
     job_id: int = 0
     rank: int = -1
     local_rank: int = -1
@@ -68,8 +71,10 @@ class ProcessRecord:
     helpers: Set[int] = field(default_factory=set)  # host pids of the framework helpers folded in here
 
     def pid_chain(self) -> Tuple[int, ...]:
-        """Every pid a ``--pids`` filter may name: itself and its ancestors, in both pid namespaces."""
-        return (self.host_pid, self.pid, *self.ancestors, *self.host_ancestors)
+        """Every pid a ``--pids`` filter may name: itself and its ancestors, in both pid namespaces, all
+        as the kernel numbers them."""
+        own = (self.pid,) if self.pid_known else ()
+        return (self.host_pid, *own, *self.ancestors, *self.host_ancestors)
 
     @property
     def accepts_push(self) -> bool:
@@ -98,6 +103,21 @@ def _cmdline(host_pid: int) -> bytes:
         return b""
 
 
+def _new_record(sender: Sender, claimed: int) -> ProcessRecord:
+    """A new process's record: its pids and ancestors read from /proc; its claimed pid is kept only to
+    be shown where /proc says nothing."""
+    own = ns_pids(sender.pid)
+    host_ancestors = tuple(pids.ancestors(sender.pid))
+    return ProcessRecord(
+        host_pid=sender.pid,
+        pid=own[-1] if own else claimed,
+        uid=sender.uid,
+        ancestors=inner_ancestors(len(own), host_ancestors),
+        host_ancestors=host_ancestors,
+        pid_known=bool(own),
+    )
+
+
 def _is_helper_of(record: ProcessRecord, job: ProcessRecord) -> bool:
     """*record* is a framework's monitor helper forked by *job*: it talks msMonitor's contract without a
     plugin of its own, its parent is *job*, whose plugin runs, and it was forked, not exec'd (same
@@ -110,20 +130,46 @@ def _is_helper_of(record: ProcessRecord, job: ProcessRecord) -> bool:
     )
 
 
-def inner_pid(host_pid: int, claimed: int) -> int:
-    """The pid the process has in its own (innermost) pid namespace, from the kernel's NSpid line.
-
-    The kernel's word beats the process's claim; where /proc says nothing (another mount namespace,
-    an old kernel) the claim stands.
-    """
+def ns_pids(host_pid: int) -> Tuple[int, ...]:
+    """The process's pid in each pid namespace from the daemon's down to its own (the kernel's NSpid
+    line); empty where /proc says nothing (gone, hidden by ``hidepid``, a kernel before 4.1)."""
     try:
         with open(f"/proc/{host_pid}/status") as f:
             for line in f:
                 if line.startswith("NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
+                    return tuple(int(n) for n in line.split()[1:])
+    except (OSError, ValueError):
         pass
-    return claimed
+    return ()
+
+
+def inner_pid(host_pid: int, claimed: int) -> int:
+    """The pid the process has in its own (innermost) pid namespace, from the kernel's NSpid line.
+
+    The kernel's word beats the process's claim; where /proc says nothing the claim stands, for
+    display only (:attr:`ProcessRecord.pid_known`).
+    """
+    own = ns_pids(host_pid)
+    return own[-1] if own else claimed
+
+
+def inner_ancestors(depth: int, host_ancestors: Tuple[int, ...]) -> Tuple[int, ...]:
+    """*host_ancestors* of a process *depth* pid namespaces below the daemon's (its NSpid entries) as
+    its own namespace numbers them, up to the first that is not in it (the container's init or above;
+    pid 1 is left out, as Kineto and the plugin leave it out).
+
+    A parent's pid namespace is its child's or an ancestor of it, so an ancestor as deep as the
+    process is in the process's namespace. In the daemon's namespace (depth 1) they are the same
+    pids; empty where /proc did not say (depth 0)."""
+    if depth <= 1:
+        return host_ancestors if depth else ()
+    chain: List[int] = []
+    for ancestor in host_ancestors:
+        theirs = ns_pids(ancestor)
+        if len(theirs) != depth or theirs[-1] <= 1:
+            break
+        chain.append(theirs[-1])
+    return tuple(chain)
 
 
 class Registry:
@@ -143,6 +189,12 @@ class Registry:
     def __len__(self) -> int:
         return len(self._by_pid)
 
+    @property
+    def registered(self) -> int:
+        """Processes registered, the helpers folded into their job's record included (each has a pid
+        and a pidfd of its own): what ``--max-ipc-clients`` caps."""
+        return len(self._by_pid) + len(self._helpers)
+
     def __iter__(self) -> Iterator[ProcessRecord]:
         return iter(list(self._by_pid.values()))
 
@@ -156,12 +208,7 @@ class Registry:
         host_pid, address = sender.pid, sender.address
         record = self.get(host_pid)
         if record is None:
-            record = self._by_pid[host_pid] = ProcessRecord(
-                host_pid=host_pid,
-                pid=inner_pid(host_pid, pid),
-                uid=sender.uid,
-                host_ancestors=tuple(pids.ancestors(host_pid)),
-            )
+            record = self._by_pid[host_pid] = _new_record(sender, pid)
             record.clients.add(kind)  # what it is decides whether it folds
             record = self._fold(record)
             self._announce()

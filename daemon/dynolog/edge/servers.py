@@ -86,7 +86,9 @@ class Daemon:
             for sink in sinks.sinks:
                 if isinstance(sink, PrometheusSink):
                     sink.daemon_drops = self.node.drops.snapshot
-            self.ipc = IpcDispatcher(self.node, config.ipc_allowed_uids, config.trace_roots)
+            self.ipc = IpcDispatcher(
+                self.node, config.ipc_allowed_uids, config.trace_roots, config.max_ipc_clients
+            )
             try:
                 self.ipc.open(asyncio.get_running_loop(), self._ipc_addresses())
             except IpcError as exc:

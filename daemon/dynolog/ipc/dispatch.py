@@ -14,9 +14,10 @@ from msmonitor_contract import wire
 from .. import __version__
 from ..core.registry import ClientKind, ProcessRecord
 from ..node import Node
+from .cap import DEFAULT_MAX_CLIENTS, RegistrationCap
 from .clients import polling
 from .endpoint import MSMONITOR, IpcCounters, IpcEndpoint, Sender
-from .pidwatch import PidWatch
+from .pidwatch import PidWatch, budget
 
 log = logging.getLogger("dynolog.ipc.endpoint")
 
@@ -24,8 +25,15 @@ Handler = Callable[[IpcEndpoint, wire.Datagram, Sender], None]
 
 
 class IpcDispatcher:
-    def __init__(self, node: Node, allowed_uids: Sequence[int], trace_roots: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        node: Node,
+        allowed_uids: Sequence[int],
+        trace_roots: Sequence[str] = (),
+        max_clients: int = DEFAULT_MAX_CLIENTS,
+    ) -> None:
         self.node = node
+        self.cap = RegistrationCap(max_clients)
         self._trace_roots = tuple(trace_roots)  # told to each plugin: it confines its writes to them
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
@@ -52,7 +60,8 @@ class IpcDispatcher:
             endpoint = IpcEndpoint(address, self.dispatch, self.counters, flavour)
             endpoint.open(loop)
             self.endpoints.append(endpoint)
-        self._pidwatch = PidWatch(loop, self._exited)
+        # Measured once the IPC sockets are open; what else the daemon opens comes out of the reserve.
+        self._pidwatch = PidWatch(loop, self._exited, budget())
         self._schedule_expiry(loop)
 
     def close(self) -> None:
@@ -89,6 +98,8 @@ class IpcDispatcher:
             sender,
             lambda: polling.register(self.node.registry, sender, request, kind),
         )
+        if record is None:
+            return
         if kind is ClientKind.MSMONITOR:
             reply = self.node.msmonitor.poll(record)  # staged only for what the plugin leaves to it
         elif record.accepts_push:
@@ -100,12 +111,16 @@ class IpcDispatcher:
     def _on_context(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         context = wire.KinetoContext.unpack(datagram.payload)
         record = self._register(sender, lambda: self.node.msmonitor.register(sender, context))
+        if record is None:
+            return
         peers = self.node.registry.peers(record)
         endpoint.send(wire.encode(wire.CTXT, wire.pack_context_reply(peers)), sender.address)
 
     def _on_hello(self, endpoint: IpcEndpoint, datagram: wire.Datagram, sender: Sender) -> None:
         hello = wire.Hello.from_payload(datagram.payload)
         record = self._register(sender, lambda: self.node.plugin.register(sender, hello))
+        if record is None:
+            return
         ack = wire.Ack(
             keepalive_s=self.node.registry.keepalive_s,
             daemon_version=__version__,
@@ -165,8 +180,13 @@ class IpcDispatcher:
 
     # --- helpers --------------------------------------------------------------------------------------
 
-    def _register(self, sender: Sender, register: Callable[[], ProcessRecord]) -> ProcessRecord:
-        new = self.node.registry.get(sender.pid) is None
+    def _register(self, sender: Sender, register: Callable[[], ProcessRecord]) -> Optional[ProcessRecord]:
+        """The sender's record, registered now if new; None where --max-ipc-clients refuses it (it is
+        sent no reply: no message says refused, and silence is what an absent daemon gives)."""
+        registry = self.node.registry
+        new = registry.get(sender.pid) is None
+        if new and not self.cap.admits(sender, registry.registered):
+            return None
         record = register()
         if new:
             if self._pidwatch is not None:

@@ -76,11 +76,11 @@ class PluginClient:
         self._adoptions = Adoptions(traces)
 
     def register(self, sender: Sender, hello: wire.Hello) -> ProcessRecord:
-        """A hello (also the heartbeat): the process as its plugin describes it."""
+        """A hello (also the heartbeat): the process as its plugin describes it, but for its pids and
+        ancestors, which the registry reads from /proc (the hello's ancestors select nothing)."""
         record = self._registry.touch(sender, hello.pid, ClientKind.PLUGIN)
         if self._registry.is_helper(sender.pid):  # its job's plugin speaks for the process
             return record
-        record.ancestors = tuple(hello.ancestors)
         record.job_id = hello.job_id
         record.rank, record.local_rank, record.world_size = hello.rank, hello.local_rank, hello.world_size
         record.devices = tuple(hello.devices) or record.devices  # keep a ctxt's device id

@@ -14,11 +14,11 @@ from ..endpoint import Sender
 def register(
     registry: Registry, sender: Sender, request: wire.KinetoRequest, kind: ClientKind
 ) -> ProcessRecord:
-    """A ``req``: from stock Kineto, or from an msMonitor client (*kind* says which)."""
+    """A ``req``: from stock Kineto, or from an msMonitor client (*kind* says which). Its pids after the
+    first (Kineto's ancestors) are not used: the registry reads the ancestors from /proc."""
     record = registry.touch(sender, request.pids[0], kind)
     if ClientKind.PLUGIN not in record.clients:  # the plugin's registration is richer
         record.job_id = request.job_id
-        record.ancestors = tuple(request.pids[1:])
         if record.framework_trace is TraceState.UNINITIALIZED:
             record.framework_trace = TraceState.IDLE
     return record
