@@ -1,5 +1,5 @@
-"""``dyno respond`` for tests: notifications as Alertmanager 0.25 sends them, POSTed the way it does, and
-the receiver as a real ``dyno respond`` process.
+"""``dyno respond`` for tests: notifications as Alertmanager 0.25 sends them, POSTed the way it does, the
+receiver as a real ``dyno respond`` process, and a slowloris to hold its connections (issue 34).
 
 The measured body below is what Alertmanager 0.25.0 POSTed to a webhook (docs/respond.md): version 4,
 every alert of the group, ``Authorization: Bearer <credentials_file>``, a Content-Length always set.
@@ -10,8 +10,12 @@ from __future__ import annotations
 import copy
 import http.client
 import json
+import select
 import signal
+import socket
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, TypedDict
@@ -150,3 +154,68 @@ def read_line_until_containing(proc: subprocess.Popen, text: str, timeout: float
 
 def incident_files(folder: Path) -> List[Path]:
     return sorted(folder.glob("*/incident.json"))
+
+
+# --- slow clients (issue 34: slowloris) -----------------------------------------------------------
+
+# A request that never ends: its bytes go out one at a time, an Authorization header with no end.
+NEVER_ENDS = b"POST /alerts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"x" * 60000
+
+
+def status_of(answer: bytes) -> str:
+    """The status code of an answer's first line; "closed" for none (end of file, or a reset)."""
+    parts = answer.split(b" ", 2)
+    return parts[1].decode() if answer.startswith(b"HTTP/") and len(parts) > 1 else "closed"
+
+
+def trickle(s: socket.socket, period: float, stop: threading.Event) -> Optional[str]:
+    """Send NEVER_ENDS a byte per *period* until the server answers or closes (its status), or *stop*."""
+    for i in range(len(NEVER_ENDS)):
+        try:
+            s.sendall(NEVER_ENDS[i : i + 1])
+            # Pacing, and the wait for the server's answer: readable once it answers or closes.
+            if select.select([s], [], [], period)[0]:
+                return status_of(s.recv(4096))
+        except OSError:  # reset: the server closed it with a byte of ours unread
+            return "closed"
+        if stop.is_set():
+            return None
+    return None
+
+
+@dataclass
+class Slowloris:
+    """*count* threads, each holding a connection that sends a byte per *period* and never ends its request,
+    opening another as soon as the server closes one; each closed one recorded (status, seconds open)."""
+
+    port: int
+    count: int
+    period: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    closed: List[Tuple[str, float]] = field(default_factory=list)
+    threads: List[threading.Thread] = field(default_factory=list)
+
+    def __enter__(self) -> Slowloris:
+        self.threads = [threading.Thread(target=self._attack) for _ in range(self.count)]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+        assert not any(t.is_alive() for t in self.threads)
+
+    def _attack(self) -> None:
+        while not self.stop.is_set():
+            try:
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            except OSError:  # refused, or the backlog full: tried again, as an attacker would
+                self.stop.wait(self.period)
+                continue
+            with s:
+                began = time.monotonic()
+                status = trickle(s, self.period, self.stop)
+                if status is not None:
+                    self.closed.append((status, time.monotonic() - began))

@@ -26,6 +26,7 @@ import contextlib
 import hmac
 import io
 import json
+import math
 import os
 import socket
 import threading
@@ -49,6 +50,7 @@ MAX_CONNECTIONS = 128  # requests served at once, a thread each (most of them wa
 MAX_HEAD = 64 << 10  # request line and headers; Alertmanager sends a few hundred bytes
 ANSWER_TIMEOUT_S = 5.0  # an answer is under 1 KiB: it fits the socket's buffer, whoever does not read it
 EVICT_WAIT_S = 1.0  # for the thread of a connection closed to make room to give back its slot
+CUT_LOG_EVERY_S = 10.0  # a line per kind of cut request at most this often; the others counted in it
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,35 @@ class TokenFile:
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+class _SparseLog:
+    """At most one line per kind every *every* seconds, the lines held back counted in the next one: a
+    client can have requests cut by the thousand a second, and a line each would fill the log (and hold
+    handler threads on a slow one)."""
+
+    def __init__(self, log: Log, every: float) -> None:
+        self.log, self.every = log, every
+        self._lock = threading.Lock()
+        self._next: Dict[object, float] = {}
+        self._held: Dict[object, int] = {}
+
+    def __call__(self, kind: object, line: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next.get(kind, -math.inf):
+                self._held[kind] = self._held.get(kind, 0) + 1
+                return
+            self._next[kind] = now + self.every
+            held = self._held.pop(kind, 0)
+        self.log(f"{line} (and {held} more since the last such line)" if held else line)
+
+    def flush(self) -> None:
+        """The counts still held back, when nothing more will come to carry them."""
+        with self._lock:
+            held, self._held = self._held, {}
+        for kind, count in held.items():
+            self.log(f"{count} more request(s) cut ({kind}) since the last such line")
+
+
 class _Cut(Exception):
     """The request is not read any further: answered *code*, the connection closed."""
 
@@ -180,12 +211,16 @@ class Webhook(ThreadingHTTPServer):
     """The server; each request on a thread of its own, none of which outlives its request."""
 
     daemon_threads = True
-    request_queue_size = 128  # the listen backlog: new connections are accepted, not dropped unseen
+    # The listen backlog (the kernel caps it at net.core.somaxconn): a flood of connections waits there
+    # for the accept loop; past it the kernel drops new ones unseen, a real post's among them, and its
+    # client waits for a SYN retransmission (1 s, then 3 s, 7 s ...).
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(
         self, address: Tuple[str, int], token: Optional[TokenFile], submit: Submit, log: Log, limits: Limits
     ) -> None:
         self.token, self.submit, self.log, self.limits = token, submit, log, limits
+        self.log_cut = _SparseLog(log, CUT_LOG_EVERY_S)
         self._slots = threading.BoundedSemaphore(limits.connections)
         self._lock = threading.Lock()
         self._open: Dict[socket.socket, _Connection] = {}  # in the order accepted: the oldest first
@@ -199,7 +234,9 @@ class Webhook(ThreadingHTTPServer):
         timeout = self.limits.request_timeout
         connection = _Connection(request, time.monotonic() + timeout, timeout)
         if not self._slots.acquire(blocking=False) and not self._make_room():
-            self.log(f"{client_address[0]}:{client_address[1]}: 503 (every slot taken, none freed in time)")
+            self.log_cut(
+                "503", f"{client_address[0]}:{client_address[1]}: 503 (every slot taken, none freed in time)"
+            )
             _busy(request)
             self.shutdown_request(request)
             return
@@ -235,6 +272,7 @@ class Webhook(ThreadingHTTPServer):
             waiting = [c for c in self._open.values() if c.reading]
         for connection in waiting:
             _end_reads(connection.sock)
+        self.log_cut.flush()
 
     def _make_room(self) -> bool:
         """Close the oldest connection still sending its request and take its slot; False when none
@@ -294,9 +332,10 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 self.handle_one_request()
             except _Cut as cut:
-                self._refuse(cut.code, cut.why, cut.headers)
+                self.server.log_cut(cut.code, f"{self._who()}: {self._what()}: {cut.code} ({cut.why})")
+                self._answer(cut.code, {"error": cut.why}, cut.headers)
         except OSError as exc:  # the client went away, or stopped reading its answer
-            self.server.log(f"{self._who()}: connection lost ({exc})")
+            self.server.log_cut("lost", f"{self._who()}: connection lost ({exc})")
 
     def parse_request(self) -> bool:
         parsed = super().parse_request()
@@ -325,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         except BadPayload as exc:
             return self._refuse(400, f"not an Alertmanager notification: {exc}")
         except OSError as exc:  # the client stopped sending, or sent too slowly
-            return self.server.log(f"{self._who()}: POST {PATH}: body not received ({exc})")
+            return self.server.log_cut("lost", f"{self._who()}: POST {PATH}: body not received ({exc})")
         try:
             waiting = self.server.submit(notification)
         except QueueFull:
@@ -361,8 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _refuse(self, code: int, why: str, headers: Optional[Dict[str, str]] = None) -> None:
-        what = f"{self.command} {self.path}" if self.command else "request"  # cut before its first line
-        self.server.log(f"{self._who()}: {what}: {code} ({why})")
+        self.server.log(f"{self._who()}: {self._what()}: {code} ({why})")
         # The body of a refused request is not read: the connection cannot carry another request.
         self.close_connection = True
         self._answer(code, {"error": why}, headers)
@@ -378,6 +416,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
+
+    def _what(self) -> str:
+        return f"{self.command} {self.path}" if self.command else "request"  # cut before its first line
 
     def _who(self) -> str:
         return f"{self.client_address[0]}:{self.client_address[1]}"
