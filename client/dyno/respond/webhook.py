@@ -18,6 +18,9 @@ What a client that sends slowly (slowloris) can hold, and for how long, is bound
   place. A client that trickles bytes over every connection it can open then holds none for long: to
   push out a real post it must open ``connections`` new ones in the milliseconds that post takes to
   arrive. (A cap per address would not do: every local user, Alertmanager included, is 127.0.0.1.)
+
+Such an attacker can have thousands of requests cut a second: they are logged once per kind every
+:data:`CUT_LOG_EVERY_S`, and new connections wait in a listen backlog as long as the kernel allows.
 """
 
 from __future__ import annotations
@@ -235,7 +238,7 @@ class Webhook(ThreadingHTTPServer):
         connection = _Connection(request, time.monotonic() + timeout, timeout)
         if not self._slots.acquire(blocking=False) and not self._make_room():
             self.log_cut(
-                "503", f"{client_address[0]}:{client_address[1]}: 503 (every slot taken, none freed in time)"
+                "busy", f"{client_address[0]}:{client_address[1]}: 503 (every slot taken, none freed in time)"
             )
             _busy(request)
             self.shutdown_request(request)
