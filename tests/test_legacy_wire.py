@@ -3,7 +3,6 @@ model, what gets no answer, and how the port tells TLS for gRPC from TLS for the
 
 from __future__ import annotations
 
-import ssl
 from typing import Any, Iterator
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import legacy_cli as cli
 from dynolog.edge.legacy.request import Call, Failed, SetConfig, parse
 from dynolog.edge.legacy.service import _kind
-from dynolog.edge.port.sniff import Start, client_hello_alpn, start_of
+from dynolog.edge.port.sniff import MAX_SNIFFED, Sniffer, Start, start_of
 from dynolog.kinds.gputrace import GpuTrace
 from dynolog.kinds.npumonitor import NpuMonitor
 from dynolog.kinds.nputrace import NpuTrace
@@ -22,6 +21,7 @@ from msmonitor_contract.kinds.gputrace import GPUTRACE
 from msmonitor_contract.kinds.npumonitor import NPUMONITOR
 from msmonitor_contract.kinds.nputrace import NPUTRACE
 from msmonitor_contract.targets import Targets
+from port_attacks import client_hello, endless_client_hello, in_records_of
 
 
 @pytest.fixture(scope="module")
@@ -185,19 +185,6 @@ def test_a_request_with_unusable_fields_is_answered_failed(body: bytes, why: str
     assert isinstance(request, Failed) and why in request.why
 
 
-def client_hello(alpn: Any) -> bytes:
-    """The first flight of a real TLS client (Python's ssl), offering *alpn*."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    if alpn:
-        context.set_alpn_protocols(alpn)
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        tls.do_handshake()
-    return outgoing.read()
-
-
 def test_the_first_bytes_tell_grpc_tls_and_a_legacy_length_apart() -> None:
     assert start_of(b"PRI * HTTP/2.0"[:4]) is Start.HTTP2
     assert start_of(client_hello(None)[:4]) is Start.TLS
@@ -205,14 +192,35 @@ def test_the_first_bytes_tell_grpc_tls_and_a_legacy_length_apart() -> None:
     assert start_of(cli.frame(b"x" * legacy.MAX_REQUEST)[:4]) is Start.LEGACY
 
 
+def alpn_of(data: bytes) -> Any:
+    sniffed = Sniffer().feed(data)
+    return sniffed if sniffed is None else sniffed.alpn
+
+
 def test_alpn_is_read_from_a_client_hello_whole_split_or_absent() -> None:
     grpc_hello = client_hello(["h2"])
-    assert client_hello_alpn(grpc_hello) == ("h2",)
-    assert client_hello_alpn(client_hello(None)) == ()
-    assert client_hello_alpn(grpc_hello[:50]) is None  # not all there yet
+    assert alpn_of(grpc_hello) == ("h2",)
+    assert alpn_of(client_hello(None)) == ()
+    assert alpn_of(grpc_hello[:50]) is None  # not all there yet
     # The same handshake message split over two records, as a TLS stack may send it.
-    body = grpc_hello[5:]
-    split = b"".join(b"\x16\x03\x01" + len(part).to_bytes(2, "big") + part for part in (body[:40], body[40:]))
-    assert client_hello_alpn(split) == ("h2",)
+    assert alpn_of(in_records_of(grpc_hello, len(grpc_hello) // 2)) == ("h2",)
     with pytest.raises(ValueError):
-        client_hello_alpn(b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00")  # a ServerHello is not a ClientHello
+        alpn_of(b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00")  # a ServerHello is not a ClientHello
+
+
+def test_a_client_hello_in_one_byte_records_fed_a_byte_at_a_time_is_read() -> None:
+    data = in_records_of(client_hello(["h2", "http/1.1"]), 1)
+    sniffer = Sniffer()
+    found = [sniffer.feed(data[i : i + 1]) for i in range(len(data))]
+    assert found[-1] is not None and found[-1].alpn == ("h2", "http/1.1")
+    assert not any(found[:-1])
+    assert bytes(sniffer.data) == data  # all of it, for the server that takes the connection over
+
+
+def test_sniffing_stops_at_its_byte_cap() -> None:
+    endless = endless_client_hello(MAX_SNIFFED + 6)
+    sniffer = Sniffer()
+    with pytest.raises(ValueError, match="no ClientHello in the first"):
+        for i in range(0, len(endless), 1000):
+            sniffer.feed(endless[i : i + 1000])
+    assert MAX_SNIFFED <= len(sniffer.data) < MAX_SNIFFED + 1000

@@ -142,15 +142,28 @@ class DaemonConfig:
     )
     legacy_connection_rate: float = flag(
         50.0,
-        "legacy JSON RPC connections per second each address may open, sustained (default 50; 0: "
-        "unlimited); more are closed unread, as each costs the daemon far more than a gRPC call",
+        "legacy JSON RPC connections per second each sender (a local user, a remote address) may open, "
+        "sustained (default 50; 0: unlimited); more are closed unread, as each costs the daemon far "
+        "more than a gRPC call",
         type=unlimited_or_rate,
         metavar="PER_SECOND",
     )
     legacy_connection_burst: int = flag(
         100,
-        "legacy JSON RPC connections an address may open at once above --legacy-connection-rate "
-        "(default 100)",
+        "legacy JSON RPC connections a sender may open at once above --legacy-connection-rate (default 100)",
+        type=count,
+        metavar="CONNECTIONS",
+    )
+    tls_handshake_rate: float = flag(
+        50.0,
+        "TLS connections per second each sender (a local user, a remote address) may open, sustained "
+        "(default 50; 0: unlimited); more are closed before their handshake costs the daemon any work",
+        type=unlimited_or_rate,
+        metavar="PER_SECOND",
+    )
+    tls_handshake_burst: int = flag(
+        100,
+        "TLS connections a sender may open at once above --tls-handshake-rate (default 100)",
         type=count,
         metavar="CONNECTIONS",
     )

@@ -37,7 +37,8 @@ from ..node import Node
 from .auth import AccessPolicy, AuthInterceptor, RefusalLog
 from .legacy.service import Authorization, LegacyService
 from .limits import ClientLimiter, LimitInterceptor, Limits
-from .port.listener import Port
+from .port.gate import Gate
+from .port.listener import HANDSHAKE_TIMEOUT_S, Port
 from .rpc.servicer import DynologService
 from .tls import ServerTls
 
@@ -94,7 +95,7 @@ class Daemon:
             except IpcError as exc:
                 raise StartupError(str(exc)) from None
         limiter = self._limiter()
-        self._port = Port(self._legacy_gate()) if config.legacy_rpc else None
+        self._port = Port(*self._gates()) if config.legacy_rpc else None
         self._server = self._build_server(tls, limiter)
         if self._port is not None:
             self.port = await self._open_port(tls, limiter)
@@ -227,15 +228,22 @@ class Daemon:
             tuple(config.read_only_clients),
         )
 
-    def _legacy_gate(self) -> Optional[ClientLimiter]:
+    def _gates(self) -> Tuple[Optional[Gate], Optional[Gate]]:
+        """The port's gates: new legacy JSON RPC connections, new TLS connections (of either kind)."""
         config = self.config
-        limits = Limits(
+        legacy = Limits(
             config.legacy_connection_rate,
             config.legacy_connection_burst,
             0,
             "--legacy-connection-rate, --legacy-connection-burst",
         )
-        return ClientLimiter(limits) if limits.enabled else None
+        tls = Limits(
+            config.tls_handshake_rate,
+            config.tls_handshake_burst,
+            0,
+            "--tls-handshake-rate, --tls-handshake-burst",
+        )
+        return Gate.of(legacy, "a legacy JSON RPC connection"), Gate.of(tls, "a TLS connection")
 
     def _limiter(self) -> Optional[ClientLimiter]:
         config = self.config
@@ -279,6 +287,9 @@ SERVER_OPTIONS = [
     ("grpc.keepalive_time_ms", 1000),
     ("grpc.http2.ping_timeout_ms", 2000),
     ("grpc.http2.max_pings_without_data", 0),
+    # A TLS handshake not finished within this is closed (gRPC's default: 120 s). Behind the port, which
+    # closes its relays first (and says so), this matters with --legacy-rpc=off, where gRPC listens itself.
+    ("grpc.server_handshake_timeout_ms", int((HANDSHAKE_TIMEOUT_S + 5) * 1000)),
 ]
 
 # sun_path holds 107 bytes; Kineto's client socket is <dir>/dynoconfigclient<36-char uuid>.

@@ -2,94 +2,102 @@
 
 A connection that sends nothing must cost the daemon almost nothing, or a flood of them (10 000 held
 open from one address) slows every gRPC call relayed on the same event loop. So until it is told apart
-a connection is a socket, a reader callback and a buffer: no task, no stream, no timer of its own. One
-sweep every half second closes those past their deadline, and an address may keep at most
-:data:`MAX_WAITING_PER_ADDRESS` waiting at once: a new connection from an address at its cap closes
-that address's longest-silent one. An honest client speaks at once, so it is never the one closed,
-even while another user of its address (every local user is 127.0.0.1) floods the port.
+a connection is a socket, a reader callback and a :class:`~.sniff.Sniffer`: no task, no stream, no
+timer of its own. The census (:mod:`.census`) bounds how many wait, per source and in all, and closes
+those past their deadline; an honest client speaks at once, so it is never the one closed, even while
+another user of its address (every local user is 127.0.0.1) floods the port.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import contextlib
+import functools
 import logging
 import socket
+import struct
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, Optional, OrderedDict
+from typing import Callable, Dict, Optional
 
-from .sniff import Sniffed, sniff
+from .census import Census, Entry, Stage
+from .sniff import Sniffed, Sniffer
+from .sources import Sources
 
 log = logging.getLogger("dynolog.edge.port")
 
-MAX_WAITING_PER_ADDRESS = 256  # an honest client sends its first bytes at once: few ever wait
-ACCEPTS_PER_TURN = 64  # then the event loop runs what else is ready
-_SWEEP_EVERY_S = 0.5
 _READ = 1 << 16
 
 
-@dataclass(eq=False)
 class Arrival:
-    sock: socket.socket
-    host: str
-    deadline: float
-    data: bytearray = field(default_factory=bytearray)
-    waiting: bool = True
+    """An accepted connection, until it is told apart; then the one its server takes over."""
+
+    def __init__(self, sock: socket.socket, host: str, source: str) -> None:
+        self.sock = sock
+        self.host = host
+        self.source = source  # the sender, as the port's bounds count it (:mod:`.sources`)
+        self.sniffer = Sniffer()
+        self.entry: Optional[Entry] = None  # its place in the census
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self.sniffer.data)
 
 
-Decided = Callable[[socket.socket, str, bytes, Sniffed], None]
+Decided = Callable[[Arrival, Sniffed], None]
+Admitted = Callable[[Arrival], bool]
 
 
 class Doorway:
-    def __init__(self, listening: socket.socket, decided: Decided, timeout_s: float) -> None:
+    def __init__(
+        self, listening: socket.socket, census: Census, admitted: Admitted, decided: Decided
+    ) -> None:
+        """*admitted* says at once whether a new connection may wait (False: it is closed unread);
+        *decided* takes each that said what it speaks."""
         self._listening = listening
+        self._census = census
+        self._admitted = admitted
+        self._sources = Sources()
         self._decided = decided
-        self._timeout_s = timeout_s
         self._loop = asyncio.get_running_loop()
-        self._by_host: Dict[str, OrderedDict[int, Arrival]] = {}  # waiting, oldest first
-        self._queue: Deque[Arrival] = collections.deque()  # in accept order, so in deadline order
         self._waiting: Dict[int, Arrival] = {}
-        self._sweeper: Optional[asyncio.TimerHandle] = None
         self._resume: Optional[asyncio.TimerHandle] = None  # accepting again after a shortage
         self._short_of_descriptors_logged = 0.0
-        self.evicted = 0  # closed for a newer connection from their address
 
     def open(self) -> None:
         self._listening.setblocking(False)
         self._loop.add_reader(self._listening.fileno(), self._accept)
-        self._sweeper = self._loop.call_later(_SWEEP_EVERY_S, self._sweep)
 
     def close(self) -> None:
         self._loop.remove_reader(self._listening.fileno())
         self._listening.close()
-        for timer in (self._sweeper, self._resume):
-            if timer is not None:
-                timer.cancel()
+        if self._resume is not None:
+            self._resume.cancel()
         for arrival in list(self._waiting.values()):
             self._drop(arrival)
+        self._sources.close()
 
     def _accept(self) -> None:
-        for _ in range(ACCEPTS_PER_TURN):
-            try:
-                sock, address = self._listening.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self._short_of_descriptors(exc)
-                return
-            host = str(address[0])
-            waiting = self._by_host.get(host)
-            if waiting is not None and len(waiting) >= MAX_WAITING_PER_ADDRESS:
-                self._drop(next(iter(waiting.values())))
-                self.evicted += 1
-            same_host = self._by_host.setdefault(host, collections.OrderedDict())
-            sock.setblocking(False)
-            arrival = Arrival(sock, host, time.monotonic() + self._timeout_s)
-            self._waiting[sock.fileno()] = arrival
-            same_host[sock.fileno()] = arrival
-            self._queue.append(arrival)
-            self._loop.add_reader(sock.fileno(), self._readable, arrival)
+        """One connection a turn of the event loop (it calls back while more wait): under a flood of
+        new connections, the bytes the port relays for its clients never wait behind a batch of them."""
+        try:
+            sock, address = self._listening.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._short_of_descriptors(exc)
+            return
+        arrival = Arrival(sock, str(address[0]), self._sources.of(sock, address))
+        if not self._admitted(arrival):
+            _reset(sock)
+            return
+        close = functools.partial(self._drop, arrival)
+        arrival.entry = self._census.admit(Stage.WAITING, arrival.source, close)
+        if arrival.entry is None:
+            sock.close()
+            return
+        sock.setblocking(False)
+        self._waiting[sock.fileno()] = arrival
+        self._loop.add_reader(sock.fileno(), self._readable, arrival)
 
     def _readable(self, arrival: Arrival) -> None:
         try:
@@ -100,38 +108,25 @@ class Doorway:
             piece = b""
         if not piece:
             return self._drop(arrival)
-        arrival.data += piece
         try:
-            sniffed = sniff(bytes(arrival.data))
+            sniffed = arrival.sniffer.feed(piece)
         except ValueError as exc:
             log.debug("connection from %s closed: %s", arrival.host, exc)
             return self._drop(arrival)
         if sniffed is not None:
             self._release(arrival)
-            self._decided(arrival.sock, arrival.host, bytes(arrival.data), sniffed)
+            self._decided(arrival, sniffed)
         return None
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
-        queue = self._queue
-        while queue and (not queue[0].waiting or queue[0].deadline <= now):  # decided ones leave here too
-            arrival = queue.popleft()
-            if arrival.waiting:
-                self._drop(arrival)
-        self._sweeper = self._loop.call_later(_SWEEP_EVERY_S, self._sweep)
-
     def _release(self, arrival: Arrival) -> None:
-        arrival.waiting = False
-        self._loop.remove_reader(arrival.sock.fileno())
         fd = arrival.sock.fileno()
-        del self._waiting[fd]
-        same_host = self._by_host[arrival.host]
-        del same_host[fd]
-        if not same_host:
-            del self._by_host[arrival.host]
+        if self._waiting.pop(fd, None) is not None:
+            self._loop.remove_reader(fd)
 
     def _drop(self, arrival: Arrival) -> None:
         self._release(arrival)
+        if arrival.entry is not None:
+            self._census.leave(arrival.entry)
         arrival.sock.close()
 
     def _short_of_descriptors(self, exc: OSError) -> None:
@@ -144,3 +139,13 @@ class Doorway:
         fd = self._listening.fileno()
         self._loop.remove_reader(fd)
         self._resume = self._loop.call_later(1.0, self._loop.add_reader, fd, self._accept)
+
+
+_NO_LINGER = struct.pack("ii", 1, 0)
+
+
+def _reset(sock: socket.socket) -> None:
+    """Closed with a reset: no FIN exchange, no TIME_WAIT kept for a connection refused unread."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
+    sock.close()

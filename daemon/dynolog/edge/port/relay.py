@@ -1,17 +1,25 @@
 """A client's connection relayed, byte for byte, to the gRPC server behind the port.
 
 gRPC then sees the relay's local connection; :class:`Peers` remembers whose each one is, so rate
-limits and logs still name the client's own address.
+limits and logs still name the client's own address. A TLS connection's :class:`Handshake` says when it
+is past its handshake, which gRPC does not tell.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
 
 from msmonitor_contract.numbers import strict_int
 
+from .census import Stage
+
 _CHUNK = 1 << 16
+_APPLICATION_DATA = 0x17
+_RECORD_HEADER = 5
+
+Seen = Callable[[bytes], None]
 
 
 class Peers:
@@ -32,31 +40,95 @@ class Peers:
         return grpc_peer if port is None else self._by_port.get(port, grpc_peer)
 
 
+class Handshake:
+    """How far a relayed TLS connection's handshake has come, told from the outside by who spoke last
+    and the client's record headers, for *advance*: finishing once the client answers the server's
+    first flight, served once the server sends something after the client's first encrypted record. In
+    TLS 1.3 that record carries the client's Finished (its certificate and proof before it), and what
+    the server sends next is its application's first bytes, or an alert before it closes; in TLS 1.2 it
+    is the client's first application data."""
+
+    def __init__(self, advance: Callable[[Stage], None]) -> None:
+        self._advance = advance
+        self._server_spoke = False
+        self._finishing = False
+        self._client_encrypted = False
+        self._header = bytearray()
+        self._record_left = 0  # bytes of the client's current record still to come
+        self.finished = False
+
+    def from_client(self, data: bytes) -> None:
+        if self._server_spoke and not self._finishing:
+            self._finishing = True
+            self._advance(Stage.FINISHING)
+        pos = 0
+        while pos < len(data) and not self._client_encrypted:
+            if self._record_left:
+                step = min(self._record_left, len(data) - pos)
+                self._record_left -= step
+                pos += step
+                continue
+            piece = data[pos : pos + _RECORD_HEADER - len(self._header)]
+            self._header += piece
+            pos += len(piece)
+            if len(self._header) == _RECORD_HEADER:
+                self._client_encrypted = self._header[0] == _APPLICATION_DATA
+                self._record_left = int.from_bytes(self._header[3:5], "big")
+                self._header.clear()
+
+    def from_server(self, _: bytes) -> None:
+        self._server_spoke = True
+        if self._client_encrypted and not self.finished:
+            self.finished = True
+            self._advance(Stage.SERVED)
+
+
+@dataclass(frozen=True)
+class Behind:
+    """The gRPC server behind the port, and whose each of its connections is."""
+
+    address: Tuple[str, int]
+    peers: Peers
+
+
 async def relay(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     already_read: bytes,
-    server: Tuple[str, int],
-    peers: Peers,
+    behind: Behind,
+    handshake: Optional[Handshake] = None,
 ) -> None:
     """Until both sides have closed; either side's error closes both."""
-    server_reader, server_writer = await asyncio.open_connection(*server)
+    server_reader, server_writer = await asyncio.open_connection(*behind.address)
     port = server_writer.get_extra_info("sockname")[1]
+    peers = behind.peers
     peers.add(port, _grpc_peer(writer))
     try:
         server_writer.write(already_read)
-        await asyncio.gather(_pump(reader, server_writer), _pump(server_reader, writer))
+        if handshake is None:
+            pumps = (_pump(reader, server_writer), _pump(server_reader, writer))
+        else:
+            handshake.from_client(already_read)
+            pumps = (
+                _pump(reader, server_writer, handshake.from_client),
+                _pump(server_reader, writer, handshake.from_server),
+            )
+        await asyncio.gather(*pumps)
     finally:
         peers.remove(port)
         server_writer.close()
 
 
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pump(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, seen: Optional[Seen] = None
+) -> None:
     try:
         while True:
             data = await source.read(_CHUNK)
             if not data:
                 break
+            if seen is not None:
+                seen(data)
             sink.write(data)
             await sink.drain()
         if sink.can_write_eof():  # half-close: the other direction may still carry the last answer

@@ -13,7 +13,9 @@ from typing import Optional, Tuple
 
 FIRST = 4  # bytes read before deciding: a legacy length prefix, and enough of either other start
 HTTP2_START = b"PRI "  # of the preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-MAX_CLIENT_HELLO = 1 << 16  # far above any real ClientHello (a few KiB with post-quantum key shares)
+MAX_CLIENT_HELLO = 1 << 14  # far above any real ClientHello (2 KiB with post-quantum key shares)
+# Read before deciding: a real ClientHello fits even cut into one-byte records (6 bytes each: 12 KiB).
+MAX_SNIFFED = 2 * MAX_CLIENT_HELLO
 _HANDSHAKE_RECORD = 0x16
 _CLIENT_HELLO = 1
 _ALPN_EXTENSION = 0x0010
@@ -39,42 +41,59 @@ class Sniffed:
     alpn: Tuple[str, ...] = ()  # what a TLS client offers
 
 
-def sniff(data: bytes) -> Optional[Sniffed]:
-    """What the connection whose first bytes are *data* speaks; None until enough has arrived. Raises
-    ValueError for a TLS start that is no well-formed ClientHello."""
-    if len(data) < FIRST:
-        return None
-    start = start_of(data[:FIRST])
-    if start is not Start.TLS:
-        return Sniffed(start)
-    if len(data) > 2 * MAX_CLIENT_HELLO:  # empty records, say: a ClientHello never comes
-        raise ValueError(f"no ClientHello in the first {len(data)} bytes")
-    alpn = client_hello_alpn(data)
-    return Sniffed(start, alpn) if alpn is not None else None
+class Sniffer:
+    """Reads a connection's first bytes as they arrive, each TLS record once: a ClientHello cut into
+    thousands of one-byte records costs what its bytes cost, not what re-reading them all on every
+    arrival would (quadratic). At most :data:`MAX_SNIFFED` bytes are read before deciding."""
 
+    def __init__(self) -> None:
+        self.data = bytearray()  # everything read, for whoever serves the connection
+        self._next_record = 0
+        self._handshake = bytearray()
 
-def client_hello_alpn(data: bytes) -> Optional[Tuple[str, ...]]:
-    """The ALPN protocols a ClientHello offers, from the TLS records at the start of *data*; None while
-    the ClientHello is incomplete. Raises ValueError for anything that is not a well-formed one."""
-    handshake = bytearray()
-    pos = 0
-    while len(data) >= pos + 5:
-        if data[pos] != _HANDSHAKE_RECORD:
-            raise ValueError("a TLS record other than a handshake came before the ClientHello")
-        end = pos + 5 + int.from_bytes(data[pos + 3 : pos + 5], "big")
-        if len(data) < end:
+    def feed(self, piece: bytes) -> Optional[Sniffed]:
+        """What the connection speaks, once *piece* has come too; None until enough has arrived. Raises
+        ValueError for a TLS start that is no well-formed ClientHello within the first bytes."""
+        self.data += piece
+        if len(self.data) < FIRST:
             return None
-        handshake += data[pos + 5 : end]
-        pos = end
-        if len(handshake) >= 4:
-            if handshake[0] != _CLIENT_HELLO:
-                raise ValueError("the first handshake message is not a ClientHello")
-            need = 4 + int.from_bytes(handshake[1:4], "big")
-            if need > MAX_CLIENT_HELLO:
-                raise ValueError(f"a ClientHello of {need} bytes")
-            if len(handshake) >= need:
-                return _alpn(bytes(handshake[4:need]))
-    return None
+        start = start_of(bytes(self.data[:FIRST]))
+        if start is not Start.TLS:
+            return Sniffed(start)
+        alpn = self._records()
+        if alpn is not None:
+            return Sniffed(start, alpn)
+        if len(self.data) >= MAX_SNIFFED:  # empty or tiny records, say: a ClientHello never comes
+            raise ValueError(f"no ClientHello in the first {len(self.data)} bytes")
+        return None
+
+    def _records(self) -> Optional[Tuple[str, ...]]:
+        """The ALPN the ClientHello offers, once its last record is in; the complete records not yet
+        read are read."""
+        data, pos = self.data, self._next_record
+        while len(data) >= pos + 5:
+            if data[pos] != _HANDSHAKE_RECORD:
+                raise ValueError("a TLS record other than a handshake came before the ClientHello")
+            end = pos + 5 + int.from_bytes(data[pos + 3 : pos + 5], "big")
+            if len(data) < end:
+                break
+            self._handshake += data[pos + 5 : end]
+            pos = self._next_record = end
+            hello = self._client_hello()
+            if hello is not None:
+                return _alpn(hello)
+        return None
+
+    def _client_hello(self) -> Optional[bytes]:
+        handshake = self._handshake
+        if len(handshake) < 4:
+            return None
+        if handshake[0] != _CLIENT_HELLO:
+            raise ValueError("the first handshake message is not a ClientHello")
+        need = 4 + int.from_bytes(handshake[1:4], "big")
+        if need > MAX_CLIENT_HELLO:
+            raise ValueError(f"a ClientHello of {need} bytes")
+        return bytes(handshake[4:need]) if len(handshake) >= need else None
 
 
 def _alpn(hello: bytes) -> Tuple[str, ...]:

@@ -1,0 +1,46 @@
+"""New connections of one kind, per sender and of all senders together, as token buckets: those over
+either are closed at once, before they cost the daemon the work they came to cause."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Optional
+
+from ...core.logs import Once
+from ..limits import Client, ClientLimiter, Limits, TokenBucket
+from .doorway import Arrival
+
+log = logging.getLogger("dynolog.edge.port")
+
+ALL_SOURCES = 4  # all senders together may open this many times what one may
+
+
+class Gate:
+    def __init__(self, limits: Limits, what: str) -> None:
+        self._per_source = ClientLimiter(limits)
+        self._all = TokenBucket.full(ALL_SOURCES * limits.rate, ALL_SOURCES * limits.burst, time.monotonic())
+        self._what = what  # as the refusal says it: 'a TLS connection'
+        self._said = Once()
+
+    @classmethod
+    def of(cls, limits: Limits, what: str) -> Optional[Gate]:
+        """None where *limits* set no rate (0: unlimited)."""
+        return cls(limits, what) if limits.rate > 0 else None
+
+    def admit(self, arrival: Arrival) -> bool:
+        host, source = arrival.host, arrival.source
+        name = f"at {host}" if source == host else f"at {host} ({source})"
+        if self._per_source.admit(Client(f"{self._what}:{source}", name), self._what, False) is not None:
+            return False  # logged by the limiter, once a minute per sender
+        if self._all.take(time.monotonic()):
+            return True
+        if self._said(self._what):
+            log.warning(
+                "refused %s from %s: all senders together opened more than %g a second (%s)",
+                self._what,
+                name,
+                self._all.rate,
+                self._per_source.limits.flags,
+            )
+        return False
