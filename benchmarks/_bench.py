@@ -97,13 +97,16 @@ def summarize_ns(samples_ns: Sequence[int]) -> Dict[str, float]:
 
 
 @contextlib.contextmanager
-def running_daemon(*args: str) -> Iterator[Daemon]:
+def running_daemon(*args: str, open_files: Optional[int] = None) -> Iterator[Daemon]:
     """A real ``dynolog`` on a free port with private pathname sockets; stopped and removed on exit.
 
-    Its per-client rate limit is off: a benchmark is one client calling as fast as it can, and measures
-    the daemon, not the limit (``benchmarks/tls.py`` would be refused after the burst)."""
+    Its per-client rate limits are off (calls, and new TLS connections): a benchmark is one client
+    calling as fast as it can, and measures the daemon, not the limit (``benchmarks/tls.py`` would be
+    refused after the burst)."""
     with tempfile.TemporaryDirectory(prefix="msmonitor-bench-") as tmp:
-        daemon = Daemon(Path(tmp), ("--client-rate-limit", "0", *args))
+        daemon = Daemon(
+            Path(tmp), ("--client-rate-limit", "0", "--tls-handshake-rate", "0", *args), open_files=open_files
+        )
         try:
             yield daemon.start()
         finally:

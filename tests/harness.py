@@ -187,6 +187,7 @@ class Daemon:
     workdir: Path
     args: Sequence[str] = ()
     netns_of: Optional[int] = None  # run inside the network namespace of this pid
+    open_files: Optional[int] = None  # its open files limit (soft and hard), as a host may set it
     proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
     port: int = 0
     ready_line: str = ""
@@ -208,6 +209,8 @@ class Daemon:
 
     def start(self) -> Daemon:
         cmd = self.command()
+        if self.open_files is not None:
+            cmd = ["prlimit", f"--nofile={self.open_files}:{self.open_files}", "--", *cmd]  # execs: same pid
         if self.netns_of is not None:
             cmd = nsenter(self.netns_of, cmd)
         self.proc = subprocess.Popen(
