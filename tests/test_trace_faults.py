@@ -1,7 +1,10 @@
 """Traces asked to write where the traced process cannot: a read-only file system, a path under a regular
-file, a folder the process has no permission on. Each trace must end failed, naming the folder and the
-reason; the job must train on and finish its steps; nothing half-written may stay behind; and the next
-trace into a writable folder must succeed.
+file, a folder the process has no permission on. What the daemon sees through the process's
+``/proc/<pid>/root`` (a read-only file system, a file in the way) is refused in the answer, naming the
+folder; what it cannot see (permissions inside a user namespace, a folder made read-only after the
+answer) ends the trace failed, naming the folder and the reason. Either way the job must train on and
+finish its steps, nothing half-written may stay behind, and the next trace into a writable folder must
+succeed.
 
 The unwritable folders are real. Tests run as root, where permission bits stop nothing: the read-only
 case mounts a read-only tmpfs in the job's own mount namespace, and the permission case runs the job as
@@ -15,7 +18,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import pytest
 
@@ -47,12 +50,6 @@ def locked(folder: Path) -> List[str]:
     return ["unshare", "--user", "--map-root-user", "--"]
 
 
-CASES: Dict[str, Tuple[str, Callable[[Path], List[str]]]] = {
-    "read-only": ("read-only file system", read_only),
-    "no-permission": ("permission denied", locked),
-}
-
-
 def run_job(daemon: Daemon, launcher: Sequence[str]) -> Workload:
     job = Workload("train.py", daemon.plugin_env(), launcher=launcher)
     job.start()
@@ -70,6 +67,13 @@ def trace(daemon: Daemon, command: str, log_file: Path, *args: str) -> Dict:
     assert reply["commandStatus"] == "effective", reply
     assert reply["trace"]["done"], reply
     return reply["trace"]["processes"][0]  # type: ignore[no-any-return]
+
+
+def refused_when_asked(daemon: Daemon, command: str, log_file: Path) -> str:
+    """Ask for a trace the daemon must refuse for its folder; the process's detail."""
+    reply = daemon.dyno_json(command, "--log-file", str(log_file), "--iterations", "3")
+    assert (reply["commandStatus"], reply["reason"]) == ("ineffective", "REASON_OUTPUT_UNWRITABLE"), reply
+    return reply["processes"][0]["detail"]  # type: ignore[no-any-return]
 
 
 def outcome(daemon: Daemon, trace_id: str) -> Dict:
@@ -121,31 +125,44 @@ def assert_next_trace_succeeds_and_the_job_finishes(daemon: Daemon, job: Workloa
     assert finish(job) > before
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_an_unwritable_folder_fails_the_trace_when_asked_and_the_job_trains_on(daemon, tmp_path, case):
-    reason, launcher_for = CASES[case]
+def test_a_read_only_folder_is_refused_in_the_answer_and_the_job_trains_on(daemon, tmp_path):
     folder = tmp_path / "traces"
     folder.mkdir()
-    job = run_job(daemon, launcher_for(folder))
+    job = run_job(daemon, read_only(folder))  # read-only in the job's mount namespace alone
     try:
-        for command, log_file in (("nputrace", folder), ("gputrace", folder / "t.json")):
-            process = trace(daemon, command, log_file, "--iterations", "3")
-            assert_failed_naming(process, folder, reason)
+        for command, log_file in (("nputrace", folder / "deeper"), ("gputrace", folder / "t.json")):
+            assert (
+                refused_when_asked(daemon, command, log_file)
+                == f"{folder} is on a read-only file system there"
+            )
         assert left_behind(as_the_job_sees(job, folder)) == []
         assert_next_trace_succeeds_and_the_job_finishes(daemon, job, tmp_path / "writable")
     finally:
         job.stop()
 
 
-def test_a_folder_under_a_regular_file_fails_the_trace_saying_not_a_directory(daemon, tmp_path):
+def test_a_folder_without_permission_fails_the_trace_when_asked_and_the_job_trains_on(daemon, tmp_path):
+    """Root of its own user namespace is uid 0 to the daemon, yet has no rights over a folder of a user
+    it does not map: the daemon cannot tell, and the plugin's refusal when asked says it."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    job = run_job(daemon, locked(folder))
+    try:
+        for command, log_file in (("nputrace", folder), ("gputrace", folder / "t.json")):
+            process = trace(daemon, command, log_file, "--iterations", "3")
+            assert_failed_naming(process, folder, "permission denied")
+        assert_next_trace_succeeds_and_the_job_finishes(daemon, job, tmp_path / "writable")
+    finally:
+        job.stop()
+
+
+def test_a_folder_under_a_regular_file_is_refused_in_the_answer(daemon, tmp_path):
     regular = tmp_path / "regular"
     regular.write_text("a file")
     job = run_job(daemon, [])
     try:
-        process = trace(daemon, "nputrace", regular / "traces", "--iterations", "3")
-        assert_failed_naming(process, regular / "traces", "not a directory")
-        process = trace(daemon, "gputrace", regular / "t.json", "--iterations", "3")
-        assert_failed_naming(process, regular, "not a directory")  # the "folder" is the file itself
+        for command, log_file in (("nputrace", regular / "traces"), ("gputrace", regular / "t.json")):
+            assert refused_when_asked(daemon, command, log_file) == f"{regular} is not a folder there"
         assert regular.read_text() == "a file"
         assert_next_trace_succeeds_and_the_job_finishes(daemon, job, tmp_path / "writable")
     finally:

@@ -169,6 +169,7 @@ class Reason(enum.Enum):
     HELD = "another `dyno dynamic` session controls it"
     FRAMEWORK_CANNOT = "the framework's own profiler there cannot take this trace"
     OUTPUT_MISSING = "its output folder does not exist there, and stock Kineto does not create folders"
+    OUTPUT_UNWRITABLE = "its output folder is not writable by the process there"
 
 
 # --- defaults: one place for what dyno, the daemon and the plugin assume when a value is not given ---

@@ -47,6 +47,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_HELD: _ClassVar[Reason]
     REASON_FRAMEWORK_CANNOT: _ClassVar[Reason]
     REASON_OUTPUT_MISSING: _ClassVar[Reason]
+    REASON_OUTPUT_UNWRITABLE: _ClassVar[Reason]
 
 class TracePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -109,6 +110,7 @@ REASON_NPU_TRACE_RUNNING: Reason
 REASON_HELD: Reason
 REASON_FRAMEWORK_CANNOT: Reason
 REASON_OUTPUT_MISSING: Reason
+REASON_OUTPUT_UNWRITABLE: Reason
 TRACE_PHASE_UNSPECIFIED: TracePhase
 TRACE_PHASE_STAGED: TracePhase
 TRACE_PHASE_DELIVERED: TracePhase

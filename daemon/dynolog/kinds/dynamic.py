@@ -122,6 +122,18 @@ class DynamicWindow(HeldElsewhere, TracePolicy[SessionRequest]):
         self.hold(request, result)
         await super().deliver(request, result)
 
+    def refuse(self, request: SessionRequest, record: ProcessRecord) -> Optional[Reason]:
+        """Held by another session, or a folder the process could not write: both say why."""
+        return HeldElsewhere.refuse(self, request, record) or TracePolicy.refuse(self, request, record)
+
+    def explain(self, request: SessionRequest, reason: Reason, record: ProcessRecord) -> str:
+        if reason is Reason.HELD:
+            return HeldElsewhere.explain(self, request, reason, record)
+        return TracePolicy.explain(self, request, reason, record)
+
+    def output_folder(self, request: SessionRequest) -> str:
+        return str(request.attach.output)
+
     def expected_output(self, request: SessionRequest, record: ProcessRecord) -> str:
         return f"{request.attach.output.rstrip('/')}/PROF_<seq>_<timestamp>_<tag>/"
 

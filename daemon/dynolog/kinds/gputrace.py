@@ -8,6 +8,7 @@ from typing import Any, Optional
 from msmonitor_contract.kinds.gputrace import GPUTRACE, kineto_output_file
 from msmonitor_contract.vocabulary import CommandKind, Reason
 
+from ..core import seen_by
 from ..core.registry import ClientKind, ProcessRecord
 from .tracing import TracePolicy
 
@@ -26,13 +27,15 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
     def refuse(self, request: GpuTraceCommand, record: ProcessRecord) -> Optional[Reason]:
         """Stock Kineto writes into an existing folder only, and fails silently: the daemon, on the same
         node, looks at once (the plugin makes the folder itself, as for nputrace)."""
-        if record.runs_itself(self.kind) or not _missing(record.host_pid, _folder(request)):
-            return None
-        return Reason.OUTPUT_MISSING
+        if not record.runs_itself(self.kind) and seen_by.missing(
+            record.host_pid, self.output_folder(request)
+        ):
+            return Reason.OUTPUT_MISSING
+        return super().refuse(request, record)
 
     def explain(self, request: GpuTraceCommand, reason: Reason, record: ProcessRecord) -> str:
         if reason is Reason.OUTPUT_MISSING:
-            folder = _folder(request)
+            folder = self.output_folder(request)
             return (
                 f"the folder {folder} does not exist there, and stock Kineto does not create folders: "
                 f"create it first (mkdir -p {folder}), or trace with the plugin (MSMONITOR_USE_DAEMON=1), "
@@ -40,30 +43,14 @@ class GpuTrace(TracePolicy[GpuTraceCommand]):
             )
         return super().explain(request, reason, record)
 
+    def output_folder(self, request: GpuTraceCommand) -> str:
+        log_file = str(request.log_file)
+        if not log_file:
+            return ""  # Kineto's default file
+        return os.path.dirname(log_file) or ("/" if log_file.startswith("/") else ".")
+
     def expected_output(self, request: GpuTraceCommand, record: ProcessRecord) -> str:
         return kineto_output_file(request.log_file, record.pid)
 
     def text(self, request: GpuTraceCommand) -> str:
         return GPUTRACE.render(request)
-
-
-def _folder(request: GpuTraceCommand) -> str:
-    return os.path.dirname(request.log_file) or "/"
-
-
-def _missing(host_pid: int, folder: str) -> bool:
-    """Whether *folder* is missing as the process sees it: through its root in /proc (a container's
-    mounts are its own). Where the daemon may not look (another user's process, no /proc), it is not
-    called missing: Kineto's silence then fails the trace as before."""
-    root = f"/proc/{host_pid}/root"
-    try:
-        os.stat(root)
-    except OSError:
-        return False
-    try:
-        os.stat(root + folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return False

@@ -35,7 +35,7 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
             return Reason.START_STEP_PASSED
         if _mindspore_takes_it(record) and not _step_window(request):
             return Reason.FRAMEWORK_CANNOT
-        return None
+        return super().refuse(request, record)
 
     def explain(self, request: NpuTraceCommand, reason: Reason, record: ProcessRecord) -> str:
         if reason is Reason.START_STEP_PASSED:
@@ -51,6 +51,9 @@ class NpuTrace(TracePolicy[NpuTraceCommand]):
                 "without a word: give --start-step N (a step still to come) and --iterations"
             )
         return super().explain(request, reason, record)
+
+    def output_folder(self, request: NpuTraceCommand) -> str:
+        return str(request.log_file)
 
     def expected_output(self, request: NpuTraceCommand, record: ProcessRecord) -> str:
         log_file = request.log_file.rstrip("/")

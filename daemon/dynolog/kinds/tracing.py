@@ -5,10 +5,13 @@ from __future__ import annotations
 import abc
 import logging
 import socket
+from typing import Optional
 
 from msmonitor_contract import configtext
 from msmonitor_contract.kinds import tracing as trace_kinds
+from msmonitor_contract.vocabulary import Reason
 
+from ..core import seen_by
 from ..core.delivery import Delivery
 from ..core.model import CommandResult
 from ..core.pipeline import Policy, Request
@@ -32,6 +35,20 @@ class TracePolicy(Policy[Request]):
 
     @abc.abstractmethod
     def expected_output(self, request: Request, record: ProcessRecord) -> str: ...
+
+    @abc.abstractmethod
+    def output_folder(self, request: Request) -> str:
+        """The folder the process writes the trace into (made where missing); "": its own default."""
+
+    def refuse(self, request: Request, record: ProcessRecord) -> Optional[Reason]:
+        """A folder the process could not write is refused now, not failed once the trace was due."""
+        folder = self.output_folder(request)
+        return Reason.OUTPUT_UNWRITABLE if folder and seen_by.unwritable(record.host_pid, folder) else None
+
+    def explain(self, request: Request, reason: Reason, record: ProcessRecord) -> str:
+        if reason is Reason.OUTPUT_UNWRITABLE:
+            return seen_by.unwritable(record.host_pid, self.output_folder(request)) or reason.value
+        return super().explain(request, reason, record)
 
     def stop_text(self) -> str:
         """The command that stops a trace of this kind (a cancel), sent with the trace's id."""
