@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
@@ -144,16 +143,6 @@ def test_registrations_past_the_cap_are_refused_by_name(start_daemon: Callable[.
         swarm.stop()
 
 
-@dataclass
-class LimitedDaemon(Daemon):
-    """A daemon started under ``prlimit --nofile=N:N``: soft and hard alike, so it cannot raise it."""
-
-    nofile: int = 0
-
-    def command(self) -> List[str]:
-        return ["prlimit", f"--nofile={self.nofile}:{self.nofile}", *super().command()]
-
-
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="prlimit(1) lowers the daemon's open files limit")
 def test_many_registrations_under_a_low_descriptor_limit_leave_the_port_reachable(tmp_path: Path):
     """Item 7's attack: more registering processes than the daemon's open files limit. Each used to hold
@@ -161,7 +150,7 @@ def test_many_registrations_under_a_low_descriptor_limit_leave_the_port_reachabl
     dynolog"); now the pidfds stop short of the reserve kept for the port, the rest are watched by the
     sweep, every process is registered and ``dyno status`` answers."""
     limit, count = 700, 800
-    daemon = LimitedDaemon(tmp_path / "d", nofile=limit)
+    daemon = Daemon(tmp_path / "d", open_files=limit)  # soft and hard alike: it cannot raise it
     swarm = registrants(count, address=str(daemon.socket_dir / "dynolog"))
     try:
         daemon.start()
