@@ -4,7 +4,8 @@
   allowed uid that claims a victim's pid as its ancestor (or as its own pid) is not selected by
   ``--pids <victim>``, while the victim's real child is; inside a pid namespace, by the ancestors'
   pids there, read from ``/proc`` as well.
-* Registrations are capped (``--max-ipc-clients``), refused by name in the log past it, and each holds
+* Registrations are capped (``--max-ipc-clients``, and half of it per uid where several are allowed),
+  refused by name in the log past it, and each holds
   a pidfd only while descriptors stay free for the gRPC port: many registering processes under a low
   open files limit leave ``dyno status`` answering.
 
@@ -30,6 +31,10 @@ AS_OTHER = ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None,
     reason="a process of another uid needs root and setpriv(1) to become that uid",
+)
+needs_pid_namespace = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a pid namespace needs root and unshare(1)",
 )
 
 
@@ -95,6 +100,7 @@ def test_a_claimed_ancestor_selects_nothing(netns_holder: int, tmp_path: Path, k
         daemon.cleanup()
 
 
+@needs_pid_namespace
 def test_inside_a_pid_namespace_the_ancestors_there_select_from_proc(daemon: Daemon, tmp_path: Path):
     """Containers keep working: a launcher's pid inside its pid namespace selects its worker, because
     the daemon reads the ancestors' pids there from ``/proc`` (NSpid), not from the worker's word (the
@@ -124,8 +130,9 @@ def fd_count(pid: int) -> int:
 def test_registrations_past_the_cap_are_refused_by_name(start_daemon: Callable[..., Daemon]):
     """Item 7's bound: with ``--max-ipc-clients 20``, 30 processes register; 20 are acknowledged, the
     rest refused with one log line naming a refused pid, its uid, the cap and the flag, and gRPC
-    answers throughout."""
-    daemon = start_daemon("--max-ipc-clients", "20")
+    answers throughout. One uid is allowed, so it may hold the whole cap (by default a test run
+    not as root allows root too, and each uid may then hold half)."""
+    daemon = start_daemon("--max-ipc-clients", "20", "--ipc-allowed-uids", str(os.getuid()))
     # A refused child gives up after 2 s: the ready line comes when every child answered or gave up.
     swarm = registrants(30, "--ack-s", "2", address=str(daemon.socket_dir / "dynolog"))
     try:
@@ -141,6 +148,40 @@ def test_registrations_past_the_cap_are_refused_by_name(start_daemon: Callable[.
         assert f"(uid {os.getuid()})" in lines[0] and "--max-ipc-clients allows (20)" in lines[0]
     finally:
         swarm.stop()
+
+
+@needs_root
+def test_one_uids_swarm_is_held_to_its_share_and_another_uids_process_still_registers(
+    netns_holder: int, tmp_path: Path
+):
+    """With two uids allowed, one uid's fork storm no longer fills ``--max-ipc-clients``: each uid holds
+    at most half of it. Under a cap of 20, 25 processes of uid 65534 register: 10 are acknowledged, the
+    rest refused, logged naming that uid's share; root's new processes are then still acknowledged
+    (with the cap alone, 65534 took all 20 slots and root's were refused)."""
+    flags = ["--ipc-socket-dir=", "--ipc-allowed-uids", f"0,{OTHER_UID}", "--max-ipc-clients", "20"]
+    daemon = Daemon(tmp_path / "d", flags)
+    daemon.netns_of = netns_holder
+    started: List[Workload] = []
+    try:
+        daemon.start()
+        swarm = registrants(25, "--ack-s", "2", address="@dynolog", netns_of=netns_holder, launcher=AS_OTHER)
+        started.append(swarm.start())
+        stormed = verdicts(swarm)
+        assert (len(stormed["acked"]), len(stormed["refused"])) == (10, 15)
+        job = registrants(3, address="@dynolog", netns_of=netns_holder)
+        started.append(job.start())
+        assert len(verdicts(job)["acked"]) == 3
+        assert daemon.dyno_json("status")["processes"] == 13
+        lines = [line for line in daemon.log_file.read_text().splitlines() if "refused to register" in line]
+        assert len(lines) == 1, lines  # uid 65534's; root's were all admitted
+        refused = int(lines[0].split("refused to register process ")[1].split()[0])
+        assert refused in stormed["refused"]
+        assert f"(uid {OTHER_UID}): uid {OTHER_UID} has 10 processes registered" in lines[0], lines[0]
+        assert "its share of --max-ipc-clients (20) with 2 uids allowed (half: 10)" in lines[0], lines[0]
+    finally:
+        for workload in started:
+            workload.stop()
+        daemon.cleanup()
 
 
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="prlimit(1) lowers the daemon's open files limit")

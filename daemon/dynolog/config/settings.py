@@ -12,6 +12,7 @@ from typing import List, Mapping, Optional
 from msmonitor_contract.vocabulary import DEFAULT_PORT, msmonitor_socket_dir, split_list
 
 from ..incidents.detector import Settings as DetectorSettings
+from ..ipc.cap import DEFAULT_MAX_CLIENTS
 from .flags import count, flag, positive, tcp_port, uid_list, unlimited_or_count, unlimited_or_rate
 
 NO_CERTS = "NO_CERTS"
@@ -90,8 +91,9 @@ class DaemonConfig:
         type=uid_list,
     )
     max_ipc_clients: int = flag(
-        4096,
-        "processes registered at once through the IPC, at most (default 4096); past it a new process "
+        DEFAULT_MAX_CLIENTS,
+        f"processes registered at once through the IPC, at most (default {DEFAULT_MAX_CLIENTS}), and "
+        "half of it per uid where several uids are allowed; past it a new process "
         "gets no answer, is logged by pid and uid, and registers once another leaves",
         type=count,
         metavar="PROCESSES",

@@ -185,6 +185,10 @@ class Registry:
         # Helpers whose training process is gone, still polling (schedulers kill the job, and the helper
         # would poll on for ever): not job processes, heard no more while they live.
         self._orphans: Set[int] = set()
+        # Each registered pid's uid (helpers' included) and how many each uid has registered: the share
+        # of --max-ipc-clients per uid, counted as processes come and go rather than on every refusal.
+        self._uid_of: Dict[int, int] = {}
+        self._per_uid: Dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._by_pid)
@@ -194,6 +198,10 @@ class Registry:
         """Processes registered, the helpers folded into their job's record included (each has a pid
         and a pidfd of its own): what ``--max-ipc-clients`` caps."""
         return len(self._by_pid) + len(self._helpers)
+
+    def registered_by(self, uid: int) -> int:
+        """Processes of *uid* registered, counted as :attr:`registered` counts them."""
+        return self._per_uid.get(uid, 0)
 
     def __iter__(self) -> Iterator[ProcessRecord]:
         return iter(list(self._by_pid.values()))
@@ -209,6 +217,7 @@ class Registry:
         record = self.get(host_pid)
         if record is None:
             record = self._by_pid[host_pid] = _new_record(sender, pid)
+            self._count(host_pid, sender.uid)
             record.clients.add(kind)  # what it is decides whether it folds
             record = self._fold(record)
             self._announce()
@@ -309,6 +318,7 @@ class Registry:
 
     def _drop_helper(self, helper: int, job: ProcessRecord) -> None:
         del self._helpers[helper]
+        self._uncount(helper)
         job.helpers.discard(helper)
         if not job.helpers:  # nobody polls for the framework any more: stage nothing for it
             job.clients.discard(ClientKind.MSMONITOR)
@@ -330,9 +340,23 @@ class Registry:
 
     def _forget(self, host_pid: int) -> None:
         record = self._by_pid.pop(host_pid)
+        self._uncount(host_pid)
         for helper in record.helpers:
             del self._helpers[helper]
+            self._uncount(helper)
             if _alive(helper):
                 self._orphans.add(helper)
         if record.context is not None:
             self._leave_context(record.context, host_pid)
+
+    def _count(self, host_pid: int, uid: int) -> None:
+        self._uid_of[host_pid] = uid
+        self._per_uid[uid] = self._per_uid.get(uid, 0) + 1
+
+    def _uncount(self, host_pid: int) -> None:
+        uid = self._uid_of.pop(host_pid)
+        left = self._per_uid[uid] - 1
+        if left:
+            self._per_uid[uid] = left
+        else:
+            del self._per_uid[uid]  # the uids that have processes registered, no more

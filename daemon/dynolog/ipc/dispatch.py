@@ -33,7 +33,7 @@ class IpcDispatcher:
         max_clients: int = DEFAULT_MAX_CLIENTS,
     ) -> None:
         self.node = node
-        self.cap = RegistrationCap(max_clients)
+        self.cap = RegistrationCap(max_clients, len(frozenset(allowed_uids)))
         self._trace_roots = tuple(trace_roots)  # told to each plugin: it confines its writes to them
         self.counters = IpcCounters()
         self.endpoints: List[IpcEndpoint] = []
@@ -185,7 +185,7 @@ class IpcDispatcher:
         sent no reply: no message says refused, and silence is what an absent daemon gives)."""
         registry = self.node.registry
         new = registry.get(sender.pid) is None
-        if new and not self.cap.admits(sender, registry.registered):
+        if new and not self.cap.admits(sender, registry.registered, registry.registered_by(sender.uid)):
             return None
         record = register()
         if new:
