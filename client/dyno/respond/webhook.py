@@ -18,6 +18,8 @@ What a client that sends slowly (slowloris) can hold, and for how long, is bound
   place. A client that trickles bytes over every connection it can open then holds none for long: to
   push out a real post it must open ``connections`` new ones in the milliseconds that post takes to
   arrive. (A cap per address would not do: every local user, Alertmanager included, is 127.0.0.1.)
+  A connection no thread can be started for (the process's thread limit) is answered 503 at once and
+  holds no slot.
 
 Such an attacker can have thousands of requests cut a second: they are logged once per kind every
 :data:`CUT_LOG_EVERY_S`, and new connections wait in a listen backlog as long as the kernel allows.
@@ -245,14 +247,30 @@ class Webhook(ThreadingHTTPServer):
             return
         with self._lock:
             self._open[request] = connection
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except Exception as exc:  # no thread for it (RuntimeError: can't start new thread): 503, not a leak
+            self._give_back(request)
+            self.log_cut(
+                "no thread", f"{client_address[0]}:{client_address[1]}: 503 (no thread to serve it: {exc})"
+            )
+            _busy(request)
+            self.shutdown_request(request)
+        except BaseException:
+            self._give_back(request)
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            with self._lock:
-                self._open.pop(request, None)
+            self._give_back(request)
+
+    def _give_back(self, request: Any) -> None:
+        """*request*'s slot, once: by its thread as it ends, or by the accept loop where no thread started."""
+        with self._lock:
+            held = self._open.pop(request, None) is not None
+        if held:
             self._slots.release()
 
     def connection(self, request: socket.socket) -> _Connection:
