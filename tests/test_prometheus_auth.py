@@ -7,16 +7,20 @@ start with a line naming the file and the problem."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import os
+import selectors
 import socket
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import bcrypt
 import pytest
@@ -27,7 +31,7 @@ from dynocerts.policy import Role
 from dynolog.config import parse_args
 from dynolog.monitoring.sinks import web_server
 from dynolog.monitoring.sinks.web_config import EXTRA, WebConfigError, load
-from harness import REPO, Daemon, free_port
+from harness import REPO, Daemon, free_port, wait_until
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
 # Cost 4, bcrypt's least: each verification then takes about 1 ms, not the 60 ms of the usual 10.
@@ -75,11 +79,15 @@ def web_config(folder: Path, text: str) -> Path:
     return path
 
 
+def exporter_of(start_daemon: Callable[..., Daemon], config: Path) -> Tuple[Daemon, int]:
+    """A real daemon serving Prometheus under *config*, and its exporter's port."""
+    port = free_port()
+    return start_daemon("--prometheus-port", str(port), "--prometheus-web-config", str(config)), port
+
+
 def exporter(start_daemon: Callable[..., Daemon], config: Path) -> int:
     """A real daemon serving Prometheus under *config*; its exporter's port."""
-    port = free_port()
-    start_daemon("--prometheus-port", str(port), "--prometheus-web-config", str(config))
-    return port
+    return exporter_of(start_daemon, config)[1]
 
 
 def scrape(url: str, user: Optional[str] = None, password: str = "", **tls: ssl.SSLContext) -> List[str]:
@@ -297,3 +305,257 @@ def test_the_documented_web_config_is_one_the_daemon_takes(pki: Pki, tmp_path: P
     web = load(web_config(tmp_path, example))
     assert web.tls is not None and web.tls.verify_mode == ssl.CERT_REQUIRED
     assert list(web.users) == ["prometheus"]
+
+
+# --- What one local user can hold of the exporter, and for how long (review of issue 34 item 9) ---------
+
+
+class Slowloris:
+    """*count* connections to *port*, each sending *opening* at once and then a byte every *pace*
+    seconds, never ending its request: when (seconds after it connected) the exporter closed each, and
+    what it answered."""
+
+    def __init__(self, port: int, count: int, opening: bytes, pace: float = 0.5) -> None:
+        self.pace = pace
+        self.opened: Dict[socket.socket, float] = {}
+        self.closed: Dict[socket.socket, float] = {}
+        self.answers: Dict[socket.socket, bytes] = {}
+        self._stop = threading.Event()
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(opening)
+            self.opened[sock] = time.monotonic()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            for sock in self.opened:
+                selector.register(sock, selectors.EVENT_READ)
+            while not self._stop.is_set() and len(self.closed) < len(self.opened):
+                for key, _ in selector.select(self.pace):  # the trickle's pace; the closes as they come
+                    self._read(key.fileobj, selector)  # type: ignore[arg-type]
+                for sock in self.opened.keys() - self.closed.keys():
+                    with contextlib.suppress(OSError):  # closed meanwhile: read as such next turn
+                        sock.send(b"a")
+
+    def _read(self, sock: socket.socket, selector: selectors.BaseSelector) -> None:
+        try:
+            data = sock.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            self.answers[sock] = self.answers.get(sock, b"") + data
+            return
+        self.closed[sock] = time.monotonic() - self.opened[sock]
+        selector.unregister(sock)
+
+    def all_closed(self) -> bool:
+        return len(self.closed) == len(self.opened)
+
+    def status(self, sock: socket.socket) -> str:
+        """The HTTP status the exporter answered on *sock*; "" for none (TLS, or closed unanswered)."""
+        words = self.answers.get(sock, b"").split(b" ", 2)
+        return words[1].decode() if len(words) > 1 else ""
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for sock in self.opened:
+            sock.close()
+
+
+def open_sockets(pid: int) -> int:
+    """The sockets process *pid* holds open."""
+    return sum(1 for fd in Path(f"/proc/{pid}/fd").iterdir() if os.readlink(fd).startswith("socket:"))
+
+
+@dataclass
+class Target:
+    """An exporter to attack: its daemon's pid and its port, how each request of the attack begins, and
+    a real scrape."""
+
+    pid: int
+    port: int
+    opening: bytes
+    scrape: Callable[[], List[str]]
+
+
+def test_a_slowloris_holds_few_connections_and_none_past_the_request_deadline(
+    pki: Pki, tmp_path: Path, start_daemon: Callable[..., Daemon]
+) -> None:
+    """More trickling connections than the exporter serves at once, on plain HTTP (headers a byte at a
+    time) and on HTTPS (a TLS handshake a byte at a time): they hold at most MAX_CONNECTIONS of the
+    daemon's descriptors, a scrape still gets through at once, and every one of them is closed by the
+    request deadline (the oldest earlier, to make room), however the bytes keep coming."""
+    cap, deadline, extra = web_server.MAX_CONNECTIONS, web_server.REQUEST_TIMEOUT_S, 8
+    http, http_port = exporter_of(
+        start_daemon, web_config(tmp_path, f"basic_auth_users:\n  {USER}: {HASH}\n")
+    )
+    text = tls_config(pki) + f"basic_auth_users:\n  {USER}: {HASH}\n"
+    https, https_port = exporter_of(start_daemon, web_config(pki.folder, text))
+    assert http.proc is not None and https.proc is not None
+    tls = client_tls(pki, "prometheus")
+    targets = {
+        "http": Target(
+            http.proc.pid,
+            http_port,
+            b"GET /metrics HTTP/1.1\r\nHost: dynolog\r\nX-Slow: ",
+            lambda: scrape(f"http://127.0.0.1:{http_port}/metrics", USER, PASSWORD),
+        ),
+        "https": Target(
+            https.proc.pid,
+            https_port,
+            b"\x16\x03\x01\x40\x00",  # a TLS record of 16 KiB of handshake, to come
+            lambda: scrape(f"https://127.0.0.1:{https_port}/metrics", USER, PASSWORD, context=tls),
+        ),
+    }
+    before = {name: open_sockets(target.pid) for name, target in targets.items()}
+    attacks: Dict[str, Slowloris] = {}
+    try:
+        for name, target in targets.items():
+            attacks[name] = Slowloris(target.port, cap + extra, target.opening)
+        for name, target in targets.items():
+            attack = attacks[name]
+            # Past the cap, each new connection closed the oldest one still sending its request.
+            wait_until(lambda a=attack: len(a.closed) >= extra, timeout=5, what=f"{name}: room made")  # type: ignore[misc]
+            held = open_sockets(target.pid) - before[name]
+            assert held <= cap + 1, (name, held)  # + 1: the one the accept loop has in hand
+            started = time.monotonic()
+            assert "msmonitor_records" in target.scrape(), name
+            assert time.monotonic() - started < 2.0, (name, time.monotonic() - started)
+        for name, attack in attacks.items():
+            wait_until(attack.all_closed, timeout=deadline + 5, what=f"{name}: every slow connection closed")
+            assert max(attack.closed.values()) < deadline + 2, (name, sorted(attack.closed.values()))
+        plain = attacks["http"]
+        statuses = [plain.status(sock) for sock in plain.opened]
+        assert statuses.count("503") >= extra and set(statuses) == {"503", "408"}, statuses
+        late = [plain.closed[sock] for sock in plain.opened if plain.status(sock) == "408"]
+        assert len(late) >= cap - 1 and min(late) > deadline - 1, sorted(late)  # the deadline cut them
+    finally:
+        for attack in attacks.values():
+            attack.stop()
+
+
+def test_a_wrong_password_flood_holds_a_correct_scrape_no_longer_than_the_bcrypt_wait(
+    tmp_path: Path, start_daemon: Callable[..., Daemon]
+) -> None:
+    """Threads sending wrong passwords as fast as they are answered, each bcrypt check ~250 ms (cost
+    12): a scraper whose password was verified before is answered without bcrypt at once; one whose
+    password was not waits for its turn BCRYPT_WAIT_S at most, then is let in or answered 503 to retry.
+    The flood itself gets only 401s and 503s."""
+    slow = bcrypt.gensalt(12)
+    other, other_password = "grafana", "another password"
+    users = {
+        USER: bcrypt.hashpw(PASSWORD.encode(), slow),
+        other: bcrypt.hashpw(other_password.encode(), slow),
+    }
+    text = "basic_auth_users:\n" + "".join(f"  {u}: {h.decode()}\n" for u, h in users.items())
+    url = f"http://127.0.0.1:{exporter(start_daemon, web_config(tmp_path, text))}/metrics"
+    scrape(url, USER, PASSWORD)  # verified once, before the flood
+
+    codes: Dict[object, int] = {}
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                scrape(url, USER, "wrong")
+                code: object = 200
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+            except (OSError, http.client.HTTPException) as exc:  # not answered: counted, and told
+                code = type(exc).__name__
+            codes[code] = codes.get(code, 0) + 1
+
+    threads = [threading.Thread(target=flood, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: codes.get(401, 0) >= 4, what="the flood under way")
+        for _ in range(5):
+            started = time.monotonic()
+            assert "msmonitor_records" in scrape(url, USER, PASSWORD)
+            assert time.monotonic() - started < web_server.BCRYPT_WAIT_S, time.monotonic() - started
+        started = time.monotonic()
+        try:
+            assert "msmonitor_records" in scrape(url, other, other_password)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and exc.headers["Retry-After"] == "1", exc
+        # Its turn within BCRYPT_WAIT_S, then its own check (~250 ms); a second for a loaded machine.
+        assert time.monotonic() - started < web_server.BCRYPT_WAIT_S + 1.5, time.monotonic() - started
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    assert set(codes) <= {401, 503} and codes.get(503, 0) > 0, codes
+
+
+def test_a_proof_in_use_is_kept_and_one_unused_expires() -> None:
+    now = [0.0]
+    auth = web_server.BasicAuth(lambda environ, start: [b""], {USER: HASH.encode()}, clock=lambda: now[0])
+    calls: List[bytes] = []
+    checkpw = auth._checkpw
+    auth._checkpw = lambda password, hashed: calls.append(password) or checkpw(password, hashed)
+    header = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert auth.allowed(header) and len(calls) == 1
+    ttl = web_server.VERIFIED_FOR_S
+    for use in range(1, 5):  # each a second less than ttl after the last: 4 ttl after the check, no bcrypt
+        now[0] = use * (ttl - 1)
+        assert auth.allowed(header) and len(calls) == 1, use
+    now[0] += ttl  # unused for ttl: bcrypt again
+    assert auth.allowed(header) and len(calls) == 2
+
+
+def test_a_password_check_waits_for_its_turn_no_longer_than_the_bound() -> None:
+    auth = web_server.BasicAuth(lambda environ, start: [b"page"], {USER: HASH.encode()})
+    environ = {"HTTP_AUTHORIZATION": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+    answers: List[str] = []
+
+    def start_response(status: str, headers: List[Tuple[str, str]]) -> None:
+        answers.append(status)
+
+    with auth._bcrypt:  # another request's check, taking its time
+        started = time.monotonic()
+        body = b"".join(auth(environ, start_response))  # type: ignore[arg-type]
+        waited = time.monotonic() - started
+    assert answers == ["503 Service Unavailable"] and b"retry" in body, (answers, body)
+    assert web_server.BCRYPT_WAIT_S - 0.05 < waited < web_server.BCRYPT_WAIT_S + 0.5, waited
+    assert b"".join(auth(environ, start_response)) == b"page"  # its turn free: checked, let in  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "policy, protects",
+    [("NoClientCert", False), ("VerifyClientCertIfGiven", False), ("RequireAndVerifyClientCert", True)],
+)
+def test_tls_without_required_client_certificates_is_said_to_protect_nothing(
+    pki: Pki, tmp_path: Path, start_daemon: Callable[..., Daemon], policy: str, protects: bool
+) -> None:
+    """HTTPS alone keeps nobody out: any local user completes the handshake without a certificate (or
+    with none given, under VerifyClientCertIfGiven). The daemon warns, as for a file with nothing in it;
+    users, or a required client certificate, protect."""
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    for name in ("server.crt", "server.key", "ca.crt"):
+        (folder / name).write_bytes((pki.folder / name).read_bytes())
+    ca = "" if policy == "NoClientCert" else "  client_ca_file: ca.crt\n"
+    text = (
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        f"  client_auth_type: {policy}\n{ca}"
+    )
+    assert load(web_config(folder, text + f"basic_auth_users:\n  {USER}: {HASH}\n")).protects  # users do
+    config = web_config(folder, text)
+    assert load(config).protects is protects
+
+    daemon, port = exporter_of(start_daemon, config)
+    warning = "anyone who can connect reads the exporter"
+    if protects:
+        assert warning not in daemon.log_file.read_text()
+        return
+    line = wait_until(
+        lambda: next((x for x in daemon.log_file.read_text().splitlines() if warning in x), None),
+        what="the warning",
+    )
+    assert str(config) in line and "RequireAndVerifyClientCert" in line, line
+    families = scrape(f"https://127.0.0.1:{port}/metrics", context=client_tls(pki, None))  # what it warns of
+    assert "msmonitor_records" in families, families

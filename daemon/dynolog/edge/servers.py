@@ -363,8 +363,11 @@ def _prometheus_sink(config: DaemonConfig) -> Sink:
         except (web_config.WebConfigError, ImportError) as exc:
             raise StartupError(str(exc)) from None
         if not web.protects:
-            log.warning("--prometheus-web-config %s sets neither TLS nor users: anyone who can connect "
-                        "reads the exporter", web.path)  # fmt: skip
+            what = "neither TLS nor users" if web.tls is None else (
+                "no users, and TLS that does not require a verified client certificate "
+                "(client_auth_type: RequireAndVerifyClientCert)")  # fmt: skip
+            log.warning("--prometheus-web-config %s sets %s: anyone who can connect reads the exporter",
+                        web.path, what)  # fmt: skip
         elif web.tls is None and not _is_loopback(config.prometheus_address):
             log.warning("--prometheus-web-config %s: basic auth without tls_server_config sends the "
                         "passwords in clear to %s", web.path, config.prometheus_address)  # fmt: skip

@@ -81,7 +81,9 @@ class WebConfig:
 
     @property
     def protects(self) -> bool:
-        return self.tls is not None or bool(self.users)
+        """Whether the file keeps anyone out: users, or TLS that requires a verified client certificate.
+        TLS alone under NoClientCert or VerifyClientCertIfGiven encrypts, but admits whoever connects."""
+        return bool(self.users) or (self.tls is not None and self.tls.verify_mode == ssl.CERT_REQUIRED)
 
 
 def load(path: Path) -> WebConfig:

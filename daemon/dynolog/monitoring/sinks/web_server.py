@@ -3,14 +3,38 @@ the web configuration's TLS (:func:`serve`) and basic auth (:class:`BasicAuth`) 
 
 prometheus_client's own ``start_http_server`` wraps the listening socket in TLS, so each handshake runs on
 the one thread that accepts: a local user who connects and sends nothing stops every scrape. Here the
-handshake runs on the connection's own thread, under a timeout.
+handshake runs on the connection's own thread.
+
+The exporter shares the daemon's open files limit, and any local user can connect to it, so what a client
+that sends slowly (slowloris) can hold, and for how long, is bounded as ``dyno respond``'s webhook bounds
+it:
+
+- a deadline for the whole request (:data:`REQUEST_TIMEOUT_S`): the TLS handshake, the request line and
+  the headers, however the bytes trickle in. Each read waits only for the time left; a request not in by
+  then is answered 408 and closed (a handshake not done, closed). A timeout per read never fires on a
+  byte every 9 s.
+- at most :data:`MAX_HEAD` of request line and headers (431): a scraper sends a few hundred bytes.
+- :data:`MAX_CONNECTIONS` connections at once, a thread and a descriptor each. When all are taken, a new
+  connection closes the oldest one still sending its request (or still in its handshake) and takes its
+  place; when none is, it is answered 503 and closed at once. A client that trickles bytes over every
+  connection it can open then holds none for long, and a scrape, which sends its request in a
+  millisecond, gets through.
+- the answer is sent within :data:`ANSWER_TIMEOUT_S`, to a client that reads it however slowly.
+
+Basic auth checks a password with bcrypt (tens of ms by design), one at a time, waiting for that turn at
+most :data:`BCRYPT_WAIT_S` and with at most :data:`BCRYPT_WAITERS` waiting: past either the request is
+answered 503 (Retry-After), never made to queue behind every wrong password of a flood. A user and
+password bcrypt verified are taken without it as long as they keep being used (:data:`VERIFIED_FOR_S`
+after the last use), so a scraper whose password is verified never waits for bcrypt.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import io
 import logging
 import secrets
 import socket
@@ -18,25 +42,176 @@ import ssl
 import threading
 import time
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Iterable, Mapping, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from ...core.logs import Once
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("dynolog")
 
-# A connection that says nothing (no handshake, no request) for this long is closed, freeing its thread.
-CONNECTION_TIMEOUT_S = 10.0
-# How long a verified user and password are taken without bcrypt again: bcrypt costs about 60 ms at cost
-# 10 by design, and Prometheus scrapes every 15 s. The file cannot change while the daemon runs, so the
-# limit only bounds how long the proof stays in memory.
+# The whole request, from the accept: TLS handshake, request line and headers. Prometheus sends its
+# request in milliseconds; its scrape_timeout is 10 s by default.
+REQUEST_TIMEOUT_S = 10.0
+MAX_HEAD = 64 << 10  # request line and headers; a scraper sends a few hundred bytes
+# Connections served at once, a thread and a descriptor each: a node has a scraper or two.
+MAX_CONNECTIONS = 32
+ANSWER_TIMEOUT_S = 10.0  # to send the page, however slowly the client reads it
+EVICT_WAIT_S = 1.0  # for the thread of a connection closed to make room to give back its slot
+CUT_LOG_EVERY_S = 60.0  # a warning per kind of cut request at most this often
+# How long a verified user and password are taken without bcrypt again after their last use: bcrypt
+# costs about 60 ms at cost 10 by design, and Prometheus scrapes every 15 s. The file cannot change while
+# the daemon runs, so the limit only bounds how long an unused proof stays in memory.
 VERIFIED_FOR_S = 300.0
 _VERIFIED_MAX = 64
+BCRYPT_WAIT_S = 1.0  # for the turn to check a password; past it, 503
+BCRYPT_WAITERS = 16  # requests waiting for that turn (half the connections); one more: 503 at once
+
+
+class _Cut(Exception):
+    """The request is not read any further: answered *code* (when it can be), the connection closed."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code, self.why = code, why
+
+
+class _Connection:
+    """One accepted connection: its socket (the TLS one once wrapped), the deadline of what it is doing
+    (its request, then its answer), and whether it may still be closed to make room or was."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        self.reading = True  # still in its handshake or sending its request: may be closed to make room
+        self.evicted = False
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def handshake(self) -> None:
+        """The TLS handshake, within the deadline (do_handshake's timeout is for the whole of it)."""
+        assert isinstance(self.sock, ssl.SSLSocket)
+        left = self._left()
+        if self.evicted:
+            raise ConnectionAbortedError("closed for a newer connection")
+        if left <= 0:
+            raise socket.timeout(f"not done within {REQUEST_TIMEOUT_S:g}s")
+        self.sock.settimeout(left)
+        self.sock.do_handshake()
+
+    def recv_into(self, view: memoryview) -> int:
+        """Bytes of the request into *view*, waiting no longer than its deadline."""
+        left = self._left()
+        if left <= 0:
+            raise self._late()
+        self.sock.settimeout(left)  # the time left, not a fresh timeout per read
+        try:
+            count = self.sock.recv_into(view)
+        except socket.timeout:
+            raise self._late() from None
+        if count == 0 and self.evicted:  # the read was ended by shutdown(SHUT_RD), not by the client
+            raise _Cut(503, f"closed for a newer connection: all {MAX_CONNECTIONS} connections taken")
+        return count
+
+    def send(self, view: memoryview) -> int:
+        """Bytes of the answer, within its deadline; ConnectionAbortedError past it, which wsgiref takes
+        as a client gone (no traceback)."""
+        left = self._left()
+        if left <= 0:
+            raise ConnectionAbortedError(f"answer not read within {ANSWER_TIMEOUT_S:g}s")
+        self.sock.settimeout(left)
+        try:
+            return self.sock.send(view)
+        except socket.timeout:
+            raise ConnectionAbortedError(f"answer not read within {ANSWER_TIMEOUT_S:g}s") from None
+        except OSError as exc:  # an SSL error or a reset: the client is gone all the same
+            raise ConnectionAbortedError(str(exc)) from exc
+
+    @staticmethod
+    def _late() -> _Cut:
+        return _Cut(408, f"request not in within {REQUEST_TIMEOUT_S:g}s")
+
+
+class _Reader(io.RawIOBase):
+    """The connection's bytes for http.server's buffered reads: within the deadline, and no more than
+    :data:`MAX_HEAD` of them until the headers are read."""
+
+    def __init__(self, connection: _Connection) -> None:
+        super().__init__()
+        self.connection = connection
+        self.head_left: Optional[int] = MAX_HEAD
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self.head_left is not None:
+            if self.head_left <= 0:  # a read asked for while the headers are still not complete
+                raise _Cut(431, f"request line and headers over {MAX_HEAD // 1024} KiB")
+            view = view[: self.head_left]
+        count = self.connection.recv_into(view)
+        if self.head_left is not None:
+            self.head_left -= count
+        return count
+
+
+class _Writer(io.BufferedIOBase):
+    """The answer's bytes, each write whole (http.server does not look at what a write returns)."""
+
+    def __init__(self, connection: _Connection) -> None:
+        super().__init__()
+        self.connection = connection
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        with memoryview(data) as whole, whole.cast("B") as view:
+            sent = 0
+            while sent < len(view):
+                sent += self.connection.send(view[sent:])
+            return sent
 
 
 class _Handler(WSGIRequestHandler):
-    timeout = CONNECTION_TIMEOUT_S  # applied by StreamRequestHandler.setup to the connection
+    """One request per connection (wsgiref's handler reads one), so the connection's deadline is the
+    request's."""
+
+    server: _Server
+
+    def __init__(self, request: Any, client_address: Any, server: _Server, connection: _Connection) -> None:
+        self.state = connection
+        super().__init__(request, client_address, server)
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # socketserver's own, replaced by ones that keep the deadline
+        self.head = _Reader(self.state)
+        self.rfile = io.BufferedReader(self.head)
+        self.wfile = _Writer(self.state)
+        # What a refusal names before the request line is read (http.server sets them as it reads it).
+        self.requestline, self.request_version, self.command, self.path = "", "HTTP/1.0", "", ""
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except _Cut as cut:
+            self.server.cut(cut.code, f"{self.client_address[0]}: {cut.code} ({cut.why})")
+            self.server.answering(self.state)
+            with contextlib.suppress(OSError):  # the client is gone, or not reading
+                self.send_error(cut.code, cut.why)
+        except OSError as exc:  # the client went away
+            log.debug("Prometheus exporter: connection from %s lost: %s", self.client_address[0], exc)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.head.head_left = None  # the headers are in
+        self.server.answering(self.state)
+        return parsed
 
     def log_message(self, format: str, *args: Any) -> None:
         """No line per scrape on stderr (wsgiref's default)."""
@@ -44,28 +219,143 @@ class _Handler(WSGIRequestHandler):
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True  # a scrape in progress never holds up the daemon's exit
+    # The listen backlog (the kernel caps it at net.core.somaxconn): a flood of connections waits there
+    # for the accept loop, holding none of the daemon's descriptors.
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, address: Tuple[str, int], family: int, tls: Optional[ssl.SSLContext]) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
         self.tls = tls
-        super().__init__(address, _Handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._open: Dict[Any, _Connection] = {}  # by accepted socket, in the order accepted
+        self._said = _SparseWarning(CUT_LOG_EVERY_S)
+        # finish_request makes each _Handler itself, with its connection's state.
+        super().__init__(address, WSGIRequestHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False) and not self._make_room():
+            self.cut("busy", f"{client_address[0]}: 503 (all {MAX_CONNECTIONS} connections taken, none "
+                     "still sending its request)")  # fmt: skip
+            if self.tls is None:
+                _busy(request)
+            self.shutdown_request(request)
+            return
+        with self._lock:
+            self._open[request] = _Connection(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread (the process is out of them): the slot is not lost
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(CONNECTION_TIMEOUT_S)  # the handshake too: one silent client holds one thread
-        try:
-            connection = self.tls.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            # No certificate, an untrusted one, plain HTTP, a timeout: refused in the handshake. DEBUG:
-            # any local user can cause it, and Prometheus shows the scrape's own error.
-            log.debug("Prometheus exporter: TLS handshake with %s failed: %s", client_address[0], exc)
+        with self._lock:
+            state = self._open[request]
+        connection = request if self.tls is None else self._handshake(request, state, client_address)
+        if connection is None:
             return
         try:
-            super().finish_request(connection, client_address)
+            _Handler(connection, client_address, self, state)
         finally:
-            connection.close()  # the plain socket was detached into it: shutdown_request cannot close it
+            if connection is not request:
+                connection.close()  # the plain socket was detached into it: shutdown_request cannot close it
+
+    def _handshake(self, request: Any, state: _Connection, client_address: Any) -> Optional[ssl.SSLSocket]:
+        assert self.tls is not None
+        try:
+            connection = self.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("Prometheus exporter: TLS with %s failed: %s", client_address[0], exc)
+            return None
+        with self._lock:
+            state.sock = connection  # from here on, closing it to make room ends this one's reads
+        try:
+            state.handshake()
+        except (ssl.SSLError, OSError) as exc:
+            # No certificate, an untrusted one, plain HTTP, too slow, closed to make room: refused in the
+            # handshake. DEBUG: any local user can cause it, and Prometheus shows the scrape's own error.
+            log.debug("Prometheus exporter: TLS handshake with %s failed: %s", client_address[0], exc)
+            connection.close()
+            return None
+        return connection
+
+    def answering(self, connection: _Connection) -> None:
+        """*connection*'s request is read: no longer one to close to make room; its answer's deadline."""
+        with self._lock:
+            connection.reading = False
+            connection.deadline = time.monotonic() + ANSWER_TIMEOUT_S
+
+    def cut(self, kind: Hashable, line: str) -> None:
+        self._said(kind, f"Prometheus exporter: {line}")
+
+    def server_close(self) -> None:
+        """Also end the reads still waiting, so that no handler thread outlives the server."""
+        super().server_close()
+        with self._lock:
+            waiting = [c.sock for c in self._open.values() if c.reading]
+        for sock in waiting:
+            _end_reads(sock)
+
+    def _done(self, request: Any) -> None:
+        with self._lock:
+            self._open.pop(request, None)
+        self._slots.release()
+
+    def _make_room(self) -> bool:
+        """Close the oldest connection still sending its request and take its slot; False when none
+        is, or its thread did not give the slot back within :data:`EVICT_WAIT_S`."""
+        with self._lock:
+            oldest = next((c for c in self._open.values() if c.reading), None)
+            if oldest is None:
+                return False
+            oldest.reading, oldest.evicted = False, True
+            sock = oldest.sock
+        _end_reads(sock)  # its thread wakes from recv, answers 503 and gives its slot back
+        return self._slots.acquire(timeout=EVICT_WAIT_S)
+
+
+def _end_reads(sock: socket.socket) -> None:
+    """Wake the thread waiting in *sock*'s recv or handshake (it reads end of file); its answer can still
+    be sent. socket.socket's own shutdown: an SSLSocket's would drop its TLS state first."""
+    with contextlib.suppress(OSError):  # the client is already gone
+        socket.socket.shutdown(sock, socket.SHUT_RD)
+
+
+_BUSY_BODY = f"503 Service Unavailable: all {MAX_CONNECTIONS} connections are taken; retry\n".encode()
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
+def _busy(request: socket.socket) -> None:
+    """503 to a connection with no thread to serve it, written without waiting (it is the accept loop's)."""
+    with contextlib.suppress(OSError):  # what did not fit, or a client gone: closed all the same
+        request.setblocking(False)
+        request.send(_BUSY)
+
+
+class _SparseWarning:
+    """A warning per kind at most every *every* seconds: what a client can cause by the thousand a
+    second must not fill the log."""
+
+    def __init__(self, every: float) -> None:
+        self._once = Once(period_s=every)
+        self._lock = threading.Lock()  # Once is not thread-safe; the lines come from handler threads
+
+    def __call__(self, kind: Hashable, line: str) -> None:
+        with self._lock:
+            new = self._once(kind)
+        if new:
+            log.warning("%s (at most one such line every %gs)", line, CUT_LOG_EVERY_S)
 
 
 def serve(
@@ -82,27 +372,47 @@ def serve(
     return server, thread
 
 
+class _Busy(Exception):
+    """No turn to check a password came in time: answered 503, which the scraper retries."""
+
+
 class BasicAuth:
     """WSGI middleware: *app* for a user of *users* (name -> bcrypt hash) with the right password; any
-    other request gets 401 and ``WWW-Authenticate: Basic``, as exporter-toolkit answers."""
+    other request gets 401 and ``WWW-Authenticate: Basic``, as exporter-toolkit answers, or 503 when its
+    password could not be checked in time (:data:`BCRYPT_WAIT_S`)."""
 
-    def __init__(self, app: WSGIApplication, users: Mapping[str, bytes]) -> None:
+    def __init__(
+        self, app: WSGIApplication, users: Mapping[str, bytes], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         import bcrypt  # the extra's: imported only when a web config names users
 
         self.app = app
         self.users = dict(users)
         self._checkpw = bcrypt.checkpw
         # One bcrypt at a time: a flood of wrong passwords keeps one core busy, not all; a scraper whose
-        # password is verified already does not wait for it (the cache is checked first).
+        # password is verified already does not wait for it (the cache is checked first). A request waits
+        # for its turn BCRYPT_WAIT_S at most, and BCRYPT_WAITERS at most wait: a flood's requests then
+        # hold few of the connections, and none for long.
         self._bcrypt = threading.Lock()
-        self._verified = _Verified(VERIFIED_FOR_S, _VERIFIED_MAX)
+        self._waiters = threading.BoundedSemaphore(BCRYPT_WAITERS)
+        self._verified = _Verified(VERIFIED_FOR_S, _VERIFIED_MAX, clock)
         # A name that is no user is checked against this hash, at the users' highest cost: a refusal then
         # takes as long whether the name exists or not, and so does not tell which do.
         cost = max(int(h.split(b"$")[2]) for h in self.users.values())
         self._decoy = bcrypt.hashpw(secrets.token_urlsafe(16).encode(), bcrypt.gensalt(cost))
+        self._said = _SparseWarning(CUT_LOG_EVERY_S)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if self.allowed(environ.get("HTTP_AUTHORIZATION", "")):
+        try:
+            allowed = self.allowed(environ.get("HTTP_AUTHORIZATION", ""))
+        except _Busy as busy:
+            self._said("bcrypt", f"Prometheus exporter: 503 to {environ.get('REMOTE_ADDR')}: {busy}")
+            start_response(
+                "503 Service Unavailable",
+                [("Retry-After", "1"), ("Content-Type", "text/plain; charset=utf-8")],
+            )
+            return [f"503 Service Unavailable: {busy}; retry\n".encode()]
+        if allowed:
             return self.app(environ, start_response)
         start_response(
             "401 Unauthorized",
@@ -111,7 +421,8 @@ class BasicAuth:
         return [b"401 Unauthorized: the exporter needs a user and password (--prometheus-web-config)\n"]
 
     def allowed(self, authorization: str) -> bool:
-        """Whether the ``Authorization`` header's user and password match one of the users."""
+        """Whether the ``Authorization`` header's user and password match one of the users; _Busy when
+        bcrypt had to check them and its turn did not come in time."""
         credentials = _basic_credentials(authorization)
         if credentials is None:
             return False
@@ -127,11 +438,19 @@ class BasicAuth:
         return True
 
     def _check(self, password: bytes, hashed: bytes) -> bool:
-        with self._bcrypt:
-            try:
-                return bool(self._checkpw(password, hashed))
-            except ValueError:  # over bcrypt's 72 bytes (bcrypt 5 refuses such passwords): not a match
-                return False
+        if not self._waiters.acquire(blocking=False):
+            raise _Busy(f"{BCRYPT_WAITERS} password checks are waiting already")
+        try:
+            if not self._bcrypt.acquire(timeout=BCRYPT_WAIT_S):
+                raise _Busy(f"no turn to check the password within {BCRYPT_WAIT_S:g}s")
+        finally:
+            self._waiters.release()
+        try:
+            return bool(self._checkpw(password, hashed))
+        except ValueError:  # over bcrypt's 72 bytes (bcrypt 5 refuses such passwords): not a match
+            return False
+        finally:
+            self._bcrypt.release()
 
 
 def _basic_credentials(authorization: str) -> Optional[Tuple[str, bytes]]:
@@ -148,14 +467,16 @@ def _basic_credentials(authorization: str) -> Optional[Tuple[str, bytes]]:
 
 
 class _Verified:
-    """Users and passwords bcrypt verified lately, each for *ttl_s*. Kept as HMACs under a key of this
-    process, never the passwords themselves."""
+    """Users and passwords bcrypt verified lately, each for *ttl_s* after its last use (a scraper that
+    keeps scraping never needs bcrypt again). Kept as HMACs under a key of this process, never the
+    passwords themselves; *clock* is time.monotonic but in tests."""
 
-    def __init__(self, ttl_s: float, size: int) -> None:
+    def __init__(self, ttl_s: float, size: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl_s = ttl_s
         self._size = size
+        self._clock = clock
         self._key = secrets.token_bytes(32)
-        self._until: Dict[bytes, float] = {}
+        self._until: Dict[bytes, float] = {}  # the least lately used first
         self._lock = threading.Lock()  # scrapes run on threads of their own
 
     def proof(self, user: str, password: bytes) -> bytes:
@@ -165,15 +486,20 @@ class _Verified:
         return mac.digest()
 
     def holds(self, proof: bytes) -> bool:
+        """Whether *proof* is verified and not expired; if so, it is kept *ttl_s* from now."""
+        now = self._clock()
         with self._lock:
-            until = self._until.get(proof)
-        return until is not None and time.monotonic() < until
+            until = self._until.pop(proof, None)
+            if until is None or now >= until:
+                return False
+            self._until[proof] = now + self._ttl_s  # last in the order: the last to be dropped for room
+        return True
 
     def add(self, proof: bytes) -> None:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             for stale in [p for p, until in self._until.items() if until <= now]:
                 del self._until[stale]
-            while len(self._until) >= self._size:  # the oldest first (dicts keep insertion order)
+            while len(self._until) >= self._size:  # the least lately used first (dicts keep order)
                 del self._until[next(iter(self._until))]
             self._until[proof] = now + self._ttl_s
