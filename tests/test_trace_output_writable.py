@@ -55,6 +55,9 @@ def test_a_folder_is_judged_as_the_process_would_write_it(folders: Path, other_u
         == f"{folders / 'open' / 'file'} is not a folder there"
     )
     assert unwritable(2**22 + 1, str(folders / "locked")) is None, "no such process: nothing said"
+    # A link on the way would resolve against the daemon's root, not the process's: nothing said.
+    (folders / "link").symlink_to(folders / "locked")
+    assert unwritable(pid, str(folders / "link" / "traces")) is None
 
 
 def test_nputrace_into_a_folder_the_process_cannot_write_is_ineffective_at_once(

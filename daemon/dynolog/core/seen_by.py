@@ -17,12 +17,14 @@ from typing import Dict, FrozenSet, List, Optional
 from msmonitor_contract.numbers import strict_int
 
 _ACL = "system.posix_acl_access"
+_CAP_DAC_OVERRIDE = 1
 
 
 @dataclass(frozen=True)
 class Credentials:
     uid: int  # the filesystem uid, which access checks use
     gids: FrozenSet[int]  # the filesystem gid and the supplementary groups
+    overrides: bool  # CAP_DAC_OVERRIDE: mode bits stop it not (root, or a capability granted)
 
 
 def missing(host_pid: int, folder: str) -> bool:
@@ -51,10 +53,18 @@ def unwritable(host_pid: int, folder: str) -> Optional[str]:
     existing = folder
     while existing != top and not os.path.lexists(base + existing):
         existing = os.path.dirname(existing.rstrip("/")) or top
+    if _through_a_link(base, existing):
+        return None  # an absolute link here would resolve against the daemon's root, not the process's
     try:
         return _refusal(base + existing, existing, credentials)
     except OSError:
         return None
+
+
+def _through_a_link(base: str, path: str) -> bool:
+    lead = "/" if path.startswith("/") else ""
+    parts = [p for p in path.split("/") if p]
+    return any(os.path.islink(base + lead + "/".join(parts[: i + 1])) for i in range(len(parts)))
 
 
 def _refusal(seen: str, existing: str, credentials: Credentials) -> Optional[str]:
@@ -63,7 +73,7 @@ def _refusal(seen: str, existing: str, credentials: Credentials) -> Optional[str
         return f"{existing} is not a folder there"
     if os.statvfs(seen).f_flag & os.ST_RDONLY:
         return f"{existing} is on a read-only file system there"
-    if credentials.uid == 0 or _ACL in os.listxattr(seen):
+    if credentials.overrides or _ACL in os.listxattr(seen):
         return None
     if info.st_uid == credentials.uid:
         needed = stat.S_IWUSR | stat.S_IXUSR
@@ -99,9 +109,12 @@ def _credentials(host_pid: int) -> Optional[Credentials]:
                 if key in ("Uid", "Gid", "Groups"):
                     numbers = [strict_int(v) for v in value.split()]
                     fields[key] = [n for n in numbers if n is not None]
-    except OSError:
+                elif key == "CapEff":
+                    fields[key] = [int(value.strip() or "0", 16)]
+    except (OSError, ValueError):
         return None
     uids, gids = fields.get("Uid", []), fields.get("Gid", [])
     if len(uids) < 4 or len(gids) < 4:
         return None
-    return Credentials(uids[3], frozenset([gids[3], *fields.get("Groups", [])]))
+    overrides = bool(fields.get("CapEff", [0])[0] & 1 << _CAP_DAC_OVERRIDE)
+    return Credentials(uids[3], frozenset([gids[3], *fields.get("Groups", [])]), overrides)
