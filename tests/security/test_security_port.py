@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import sys
+import types
 from typing import Callable, Iterator, List, Tuple
 
 import grpc
@@ -21,10 +24,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import legacy_cli as cli
 import port_attacks as attack
 from conftest import Authority, Dirs, credentials, status
+from dynolog.edge.limits import Limits
 from dynolog.edge.port.census import Bound, Census, Stage
+from dynolog.edge.port.gate import Gate
 from dynolog.edge.port.listener import BOUNDS, HANDSHAKE_TIMEOUT_S
 from dynolog.edge.port.relay import Handshake
-from dynolog.edge.port.sniff import MAX_SNIFFED
+from dynolog.edge.port.sniff import MAX_SNIFFED, Sniffer
 from dynolog.edge.port.sources import Sources, local_user, remote_source
 from dynoproto import dynolog_pb2 as pb
 from dynoproto import dynolog_pb2_grpc as pb_grpc
@@ -38,13 +43,24 @@ CONNECT_AND_WAIT = (
     "import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); "
     "s.connect(('127.0.0.1', int(sys.argv[2]))); sys.stdin.read()"
 )
-WAITING, HELLO = BOUNDS[Stage.WAITING], BOUNDS[Stage.HELLO]
+WAITING, HELLO, FINISHING = BOUNDS[Stage.WAITING], BOUNDS[Stage.HELLO], BOUNDS[Stage.FINISHING]
 MARGIN = 32  # descriptors the daemon may open for its own reasons meanwhile
 
 
 @pytest.fixture
 def alice(authority: Authority) -> grpc.ChannelCredentials:
     return credentials(authority.ca, authority.alice)
+
+
+@pytest.fixture
+def open_files() -> Iterator[None]:
+    """This process may hold a flood's sockets: its soft open files limit raised for the test."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < FLOOD + 256:
+        pytest.skip(f"a flood of {FLOOD} connections needs an open files limit above {FLOOD + 256}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, FLOOD + 256), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 @contextlib.contextmanager
@@ -64,7 +80,7 @@ def descriptors_settle(daemon: Daemon, at_most: int) -> int:
 
 
 def test_unfinished_handshakes_cost_a_bounded_number_of_descriptors_and_memory(
-    start_daemon: Callable, dirs: Dirs, alice: grpc.ChannelCredentials
+    start_daemon: Callable, dirs: Dirs, alice: grpc.ChannelCredentials, open_files: None
 ) -> None:
     # The new-connection gate off: the bounds on connections held are what this holds to.
     tls_daemon = start_daemon("--certs-dir", str(dirs.server), "--tls-handshake-rate", "0")
@@ -88,6 +104,40 @@ def test_unfinished_handshakes_cost_a_bounded_number_of_descriptors_and_memory(
     assert (
         f"connections silent since their TLS ClientHello for newer ones: at most {HELLO.total} may be" in log
     )
+
+
+def test_an_encrypted_record_sent_before_the_server_spoke_does_not_pass_for_a_finished_handshake(
+    start_daemon: Callable, dirs: Dirs, alice: grpc.ChannelCredentials
+) -> None:
+    # A ClientHello and, in the same send, the header of an application-data record whose body never
+    # comes: were it taken for the client's Finished, the server's first flight would mark each one
+    # served, beyond every cap, held until gRPC's own 15 s.
+    daemon = start_daemon("--certs-dir", str(dirs.server), "--tls-handshake-rate", "0")
+    assert daemon.proc is not None
+    before = attack.open_descriptors(daemon.proc.pid)
+    lying = attack.client_hello(["h2"]) + b"\x17\x03\x03\x40\x00"
+    with attack.held(daemon.port, 400, lying) as held:
+        assert len(held) == 400
+        wait_until(
+            lambda: (
+                "connections silent since their TLS ClientHello for newer ones" in daemon.log_file.read_text()
+            )
+        )
+        bound = before + 3 * (HELLO.per_source + FINISHING.per_source) + WAITING.per_source
+        assert attack.open_descriptors(daemon.proc.pid) <= bound
+        assert status(daemon, alice).version
+
+
+def test_plaintext_grpc_to_a_mutual_tls_daemon_is_closed_at_once(
+    tls_daemon: Daemon, alice: grpc.ChannelCredentials
+) -> None:
+    with contextlib.closing(attack.connect(tls_daemon.port)) as sock:
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        assert attack.closed_by_peer(sock, 2.0)
+    wait_until(
+        lambda: "refused a plaintext gRPC connection from 127.0.0.1" in tls_daemon.log_file.read_text()
+    )
+    assert status(tls_daemon, alice).version
 
 
 def test_a_handshake_not_finished_in_time_is_closed(
@@ -228,7 +278,7 @@ def test_a_served_connection_is_never_closed_for_another_and_the_budget_is_kept(
     c.admit(Stage.WAITING, "10.0.0.1", lambda: closed.append("waiting"))
     assert c.admit(Stage.WAITING, "10.0.0.2", lambda: closed.append("new")) is not None  # waiting closed
     assert closed == ["waiting"]
-    c.leave(next(iter([served])))
+    c.leave(served)
     c.leave(served)  # twice is harmless
     assert len(c) == 1
 
@@ -311,3 +361,64 @@ def test_a_handshake_is_finishing_when_the_client_answers_and_served_once_the_se
 def test_a_client_without_a_certificate_never_looks_served_before_it_is_closed(dirs: Dirs) -> None:
     # TLS 1.2: the server refuses in its second flight, before any application data.
     assert Stage.SERVED not in relayed(*contexts(dirs, ssl.TLSVersion.TLSv1_2, client_cert=False))
+
+
+def test_what_a_client_sent_before_the_server_spoke_proves_nothing() -> None:
+    stages: List[Stage] = []
+    watch = Handshake(stages.append)
+    watch.from_client(attack.client_hello(["h2"]) + b"\x17\x03\x03\x00\x01x")  # whole, but too soon
+    watch.from_server(b"the server's first flight")
+    watch.from_server(b"the rest of it")
+    assert stages == []
+    watch.from_client(b"\x17\x03\x03\x40\x00")  # after the flight, but never whole
+    watch.from_server(b"an alert, say")
+    assert stages == [Stage.FINISHING]
+    watch.from_client(b"\x00" * 0x4000)  # whole now; the server's next word is after it
+    assert stages == [Stage.FINISHING]
+    watch.from_server(b"settings")
+    assert stages == [Stage.FINISHING, Stage.SERVED]
+
+
+def test_a_client_gone_before_its_connection_is_accepted_is_nobodys() -> None:
+    with contextlib.closing(socket.create_server(("127.0.0.1", 0))) as server:
+        client = attack.connect(server.getsockname()[1])
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # reset: its end is gone before the accept
+        conn, address = server.accept()
+        sources = Sources()
+        with contextlib.closing(conn):
+            assert sources.of(conn, address) is None  # reset unread, charged to no one (not root)
+        sources.close()
+
+
+def test_past_the_shared_bucket_only_light_senders_are_let_in() -> None:
+    gate = Gate(Limits(rate=0.001, burst=4, streams=0), "a TLS connection")  # all senders: 16 at once
+
+    def arrival(sender: str) -> object:
+        return types.SimpleNamespace(host=sender, source=sender)
+
+    heavy = [f"10.0.0.{i}" for i in range(4)]
+    assert all(gate.admit(arrival(h)) for h in heavy for _ in range(4))  # the shared 16, used up
+    assert not gate.admit(arrival(heavy[0]))  # its own burst is spent
+    assert gate.admit(arrival("10.0.0.9"))  # light: 3 of its 4 left
+    assert gate.admit(arrival("10.0.0.9"))  # 2 of 4: still half
+    assert not gate.admit(arrival("10.0.0.9"))  # now heavy, and the shared bucket is empty
+
+
+def test_each_record_of_a_client_hello_cut_into_one_byte_records_is_read_once() -> None:
+    """Item 2: before, every arrival re-read all the records so far (quadratic). A count of the bytes
+    the sniffer looks up, fed one byte at a time: a few for each byte, however many came before."""
+    data = attack.in_records_of(attack.client_hello(["h2"]), 1)
+    sniffer = Sniffer()
+    sniffer.data = Counted()
+    for i in range(len(data)):
+        sniffer.feed(data[i : i + 1])
+    assert sniffer.data.lookups <= 6 * len(data), (sniffer.data.lookups, len(data))
+
+
+class Counted(bytearray):
+    lookups = 0
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        self.lookups += 1
+        return super().__getitem__(index)

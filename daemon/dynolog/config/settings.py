@@ -159,7 +159,8 @@ class DaemonConfig:
     tls_handshake_rate: float = flag(
         50.0,
         "TLS connections per second each sender (a local user, a remote address) may open, sustained "
-        "(default 50; 0: unlimited); more are closed before their handshake costs the daemon any work",
+        "(default 50; 0: unlimited); more are closed before their handshake costs the daemon any work "
+        "(on the port in front of gRPC: not with --legacy-rpc=off)",
         type=unlimited_or_rate,
         metavar="PER_SECOND",
     )

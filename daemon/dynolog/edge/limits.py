@@ -68,8 +68,12 @@ class TokenBucket:
         return max(0.0, 1 - self.tokens) / self.rate
 
     def is_full(self, now: float) -> bool:
+        return self.share_left(now) >= 1
+
+    def share_left(self, now: float) -> float:
+        """The part of the bucket still full, 0..1."""
         self._refill(now)
-        return self.tokens >= self.capacity
+        return self.tokens / self.capacity
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
@@ -142,6 +146,13 @@ class ClientLimiter:
         usage = self._clients.get(client.key)
         if usage is not None and usage.streams > 0:
             usage.streams -= 1
+
+    def share_left(self, client: Client) -> float:
+        """The part of *client*'s burst it has not used, 0..1 (1: not rate-limited, or never seen)."""
+        usage = self._clients.get(client.key)
+        if usage is None or usage.bucket is None:
+            return 1.0
+        return usage.bucket.share_left(self._clock())
 
     def tracked(self) -> int:
         """How many clients are remembered (bounded: idle ones are dropped)."""

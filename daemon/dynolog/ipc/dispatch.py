@@ -12,12 +12,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from msmonitor_contract import wire
 
 from .. import __version__
+from ..core import descriptors
 from ..core.registry import ClientKind, ProcessRecord
 from ..node import Node
 from .cap import DEFAULT_MAX_CLIENTS, RegistrationCap
 from .clients import polling
 from .endpoint import MSMONITOR, IpcCounters, IpcEndpoint, Sender
-from .pidwatch import PidWatch, budget
+from .pidwatch import PidWatch
 
 log = logging.getLogger("dynolog.ipc.endpoint")
 
@@ -61,7 +62,7 @@ class IpcDispatcher:
             endpoint.open(loop)
             self.endpoints.append(endpoint)
         # Measured once the IPC sockets are open; what else the daemon opens comes out of the reserve.
-        self._pidwatch = PidWatch(loop, self._exited, budget())
+        self._pidwatch = PidWatch(loop, self._exited, descriptors.share())
         self._schedule_expiry(loop)
 
     def close(self) -> None:

@@ -6,9 +6,9 @@ was gone. Where ``pidfd_open`` is missing (Linux < 5.3, Python < 3.9) or refused
 the daemon's pid namespace), the sweep stays the only way.
 
 A pidfd is a descriptor, and every registered process would hold one: thousands of processes under a
-low open files limit left none for the gRPC port (it could not accept a connection). So pidfds are
-opened only while they leave :data:`RESERVE` descriptors free (:func:`budget`); past that a process is
-still registered, and the sweep notices its exit.
+low open files limit left none for the gRPC port (it could not accept a connection). So pidfds take
+their share of the limit alone (:mod:`dynolog.core.descriptors`); past it a process is still
+registered, and the sweep notices its exit.
 """
 
 from __future__ import annotations
@@ -16,32 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import sys
 from typing import Callable, Dict
 
+from ..core import descriptors
 from ..core.logs import Once
 
 log = logging.getLogger("dynolog.ipc.endpoint")
-
-# Descriptors the pidfds leave to the rest of the daemon: the port's connections while they are told
-# apart (an address may keep 256 waiting) and relayed (three each: the client's, the relay's to gRPC,
-# gRPC's own), gRPC's streams, the IPC sockets, the sinks and the trace files.
-RESERVE = 512
-_FALLBACK_OPEN = 64  # descriptors assumed open where /proc/self/fd cannot be listed
-
-
-def budget(reserve: int = RESERVE) -> int:
-    """How many pidfds may be open: the open files limit (the daemon raised it to the hard limit at
-    start) less the descriptors open now and *reserve*; 0 where that leaves none."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return sys.maxsize
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = _FALLBACK_OPEN
-    return max(0, soft - open_now - reserve)
 
 
 class PidWatch:
@@ -51,7 +32,7 @@ class PidWatch:
         self._loop = loop
         self._exited = exited  # told the host pid of each watched process that exits
         self._fds: Dict[int, int] = {}  # host pid -> its pidfd
-        self.limit = limit  # pidfds open at once, at most (:func:`budget`)
+        self.limit = limit  # pidfds open at once, at most (descriptors.share())
         self._told = Once()
 
     def watch(self, host_pid: int) -> bool:
@@ -62,10 +43,10 @@ class PidWatch:
         if len(self._fds) >= self.limit:
             if self._told("full"):
                 log.warning(
-                    "process %d is watched by the sweep, not a pidfd: %d pidfds are open, the most the "
-                    "open files limit allows while keeping %d descriptors for the gRPC port and the rest "
-                    "(raise the limit: LimitNOFILE=, ulimit -n)",
-                    host_pid, len(self._fds), RESERVE,
+                    "process %d is watched by the sweep, not a pidfd: %d pidfds are open, their share "
+                    "of the open files limit (half of it past %d kept for the daemon's own files; the "
+                    "other half is the port's; raise the limit: LimitNOFILE=, ulimit -n)",
+                    host_pid, len(self._fds), descriptors.RESERVED,
                 )  # fmt: skip
             return False
         try:

@@ -11,7 +11,7 @@ honest client speaks at once and answers the server's flight within a round trip
 oldest of its stage: a flood, even one that opens and drops connections as fast as it can, closes its
 own connections, not the clients it is mixed with. Connections past the handshake (*served*: a
 verified certificate, or a plaintext daemon's clients) are never closed for another; all stages
-together stay within the descriptors the port may use (:func:`connection_budget`), and a new
+together stay within the port's share of the open files limit (:func:`connection_budget`), and a new
 connection beyond it is closed at once.
 
 A source is a sender as :mod:`.sources` tells them apart: a local user, or a remote address. A new
@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import collections
 import enum
-import resource
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Mapping, Optional, OrderedDict
 
-# Descriptors left to everything but the port's connections: IPC sockets and pidfds, sinks, the log,
-# trace files, gRPC's own. A relayed connection costs three (see above).
-RESERVED_DESCRIPTORS = 512
-DESCRIPTORS_PER_CONNECTION = 3
+from ...core import descriptors
+
+DESCRIPTORS_PER_CONNECTION = 3  # a relayed one: the client's, the relay's, gRPC's
 
 
 class Stage(enum.Enum):
@@ -58,11 +56,9 @@ class Entry:
     close: Callable[[], object]  # closes the connection
 
 
-def connection_budget(descriptors: Optional[int] = None) -> int:
-    """How many connections the port may hold at once under this process's open files limit."""
-    if descriptors is None:
-        descriptors = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return max(64, (descriptors - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_CONNECTION)
+def connection_budget() -> int:
+    """How many connections the port may hold at once: its share of the open files limit."""
+    return max(64, descriptors.share() // DESCRIPTORS_PER_CONNECTION)
 
 
 @dataclass
@@ -78,7 +74,11 @@ class Closed:
 
     over_cap: Dict[Stage, int] = field(default_factory=lambda: collections.defaultdict(int))
     timed_out: Dict[Stage, int] = field(default_factory=lambda: collections.defaultdict(int))
-    over_budget: int = 0
+    for_budget: Dict[Stage, int] = field(default_factory=lambda: collections.defaultdict(int))
+    refused: int = 0  # new ones closed at once: the budget was all served connections
+
+    def any(self) -> bool:
+        return bool(self.refused or any({**self.over_cap, **self.timed_out, **self.for_budget}.values()))
 
 
 class Census:
@@ -87,7 +87,7 @@ class Census:
     def __init__(self, bounds: Mapping[Stage, Bound], budget: int, clock: Callable[[], float]) -> None:
         """*bounds* for every stage but :attr:`Stage.SERVED`."""
         self._kinds = {stage: _Kind(bounds.get(stage)) for stage in Stage}
-        self._budget = budget
+        self.budget = budget
         self._clock = clock
         self._count = 0
         self.admitted = 0  # connections ever admitted
@@ -103,8 +103,8 @@ class Census:
     def admit(self, stage: Stage, source: str, close: Callable[[], object]) -> Optional[Entry]:
         """A new connection from *source* in *stage*, older ones closed to make room; None when there is
         none to make (the budget is all served connections): the caller closes it."""
-        if self._count >= self._budget and not self._close_oldest_unserved():
-            self._closed.over_budget += 1
+        if self._count >= self.budget and not self._close_oldest_unserved():
+            self._closed.refused += 1
             return None
         entry = Entry(source, None, 0.0, close)
         self._enter(entry, stage)
@@ -140,8 +140,7 @@ class Census:
                 self._close(oldest)
 
     def closed_any(self) -> bool:
-        closed = self._closed
-        return bool(closed.over_budget or any(closed.over_cap.values()) or any(closed.timed_out.values()))
+        return self._closed.any()
 
     def closed(self) -> Closed:
         """What was closed for a bound since the last call."""
@@ -183,7 +182,7 @@ class Census:
         for stage in UNSERVED:
             oldest = next(iter(self._kinds[stage].entries.values()), None)
             if oldest is not None:
-                self._closed.over_cap[stage] += 1
+                self._closed.for_budget[stage] += 1
                 self._close(oldest)
                 return True
         return False

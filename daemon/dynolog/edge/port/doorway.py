@@ -37,6 +37,7 @@ class Arrival:
         self.source = source  # the sender, as the port's bounds count it (:mod:`.sources`)
         self.sniffer = Sniffer()
         self.entry: Optional[Entry] = None  # its place in the census
+        self.taken = False  # its server took the socket over (and closes it)
 
     @property
     def data(self) -> bytes:
@@ -86,8 +87,9 @@ class Doorway:
         except OSError as exc:
             self._short_of_descriptors(exc)
             return
-        arrival = Arrival(sock, str(address[0]), self._sources.of(sock, address))
-        if not self._admitted(arrival):
+        source = self._sources.of(sock, address)
+        arrival = Arrival(sock, str(address[0]), source or "")
+        if source is None or not self._admitted(arrival):
             _reset(sock)
             return
         close = functools.partial(self._drop, arrival)

@@ -1,5 +1,8 @@
 """New connections of one kind, per sender and of all senders together, as token buckets: those over
-either are closed at once, before they cost the daemon the work they came to cause."""
+either are closed at once, before they cost the daemon the work they came to cause. All senders
+together may open :data:`ALL_SOURCES` times what one may; past that only a light sender (one that used
+less than half its own burst) is let in, so a few heavy senders that empty the shared bucket do not
+lock everyone else out."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from .doorway import Arrival
 log = logging.getLogger("dynolog.edge.port")
 
 ALL_SOURCES = 4  # all senders together may open this many times what one may
+LIGHT = 0.5  # a sender with more than this part of its own burst left is let in past the shared bucket
 
 
 class Gate:
@@ -31,13 +35,15 @@ class Gate:
     def admit(self, arrival: Arrival) -> bool:
         host, source = arrival.host, arrival.source
         name = f"at {host}" if source == host else f"at {host} ({source})"
-        if self._per_source.admit(Client(f"{self._what}:{source}", name), self._what, False) is not None:
+        client = Client(f"{self._what}:{source}", name)
+        if self._per_source.admit(client, self._what, False) is not None:
             return False  # logged by the limiter, once a minute per sender
-        if self._all.take(time.monotonic()):
+        if self._all.take(time.monotonic()) or self._per_source.share_left(client) > LIGHT:
             return True
         if self._said(self._what):
             log.warning(
-                "refused %s from %s: all senders together opened more than %g a second (%s)",
+                "refused %s from %s: all senders together opened more than %g a second, and this one "
+                "used half its burst (%s)",
                 self._what,
                 name,
                 self._all.rate,

@@ -7,8 +7,11 @@ Every legacy connection is bounded: its request must arrive (TLS handshake inclu
 connections are limited per sender (``--legacy-connection-rate``), and so are new TLS connections of
 either kind (``--tls-handshake-rate``), each also of all senders together (:mod:`.gate`): a legacy one
 in TLS costs a handshake on the event loop that relays gRPC, a gRPC one a handshake in gRPC.
-gRPC connections are relayed for their whole life, untouched; one in TLS must finish its handshake
-within :data:`HANDSHAKE_TIMEOUT_S`, and few may be unfinished at once (:data:`BOUNDS`).
+gRPC connections are relayed for their whole life, untouched; one in TLS may spend
+:data:`HANDSHAKE_TIMEOUT_S` silent after its ClientHello and as long again finishing its handshake
+(gRPC's own handshake deadline, 5 s past the first, ends it before the second runs out), and few may
+be in either stage at once
+(:data:`BOUNDS`).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class Port:
         self._tls: Optional[ServerTls] = None
         self._doorway: Optional[Doorway] = None
         self._connections: Set[asyncio.Task[None]] = set()
-        self._refused_plaintext = Once(period_s=float("inf"))  # once per address: it will not change
+        self._refused_plaintext = Once(period_s=float("inf"))  # once per address and protocol
         self._said = Once()
 
     async def start(
@@ -130,16 +133,19 @@ class Port:
         entry.close = task.cancel
         self.census.advance(entry, Stage.HELLO if handshake is not None else Stage.SERVED)
         self._connections.add(task)
-        task.add_done_callback(lambda done: self._ended(done, entry))
+        task.add_done_callback(lambda done: self._ended(done, entry, arrival))
 
-    def _ended(self, task: asyncio.Task[None], entry: Entry) -> None:
+    def _ended(self, task: asyncio.Task[None], entry: Entry, arrival: Arrival) -> None:
         self._connections.discard(task)
         self.census.leave(entry)
+        if not arrival.taken:  # closed for a bound before its task ran: nothing else would close it
+            arrival.sock.close()
 
     async def _serve(
         self, arrival: Arrival, start: Start, grpc: bool, handshake: Optional[Handshake]
     ) -> None:
         sock, host, data = arrival.sock, arrival.host, arrival.data
+        arrival.taken = True
         try:
             reader, writer = await asyncio.open_connection(sock=sock)
         except OSError:
@@ -194,8 +200,8 @@ class Port:
         return self._tls is None or self._tls_gate is None or self._tls_gate.admit(arrival)
 
     def _admitted(self, arrival: Arrival, start: Start, grpc: bool) -> bool:
-        if start is Start.LEGACY and self._tls is not None:
-            self._refuse_plaintext(arrival.host)
+        if start is not Start.TLS and self._tls is not None:  # it can never be served: closed at once
+            self._refuse_plaintext(arrival.host, start)
             return False
         tls_gate = self._tls_gate if start is Start.TLS and self._tls is None else None
         gates = (tls_gate, None if grpc else self._legacy_gate)
@@ -207,28 +213,29 @@ class Port:
         now = time.monotonic()
         if now - self._reported >= REPORT_EVERY_S and census.closed_any():
             self._reported = now
-            _report(census.closed())
+            _report(census.closed(), census.budget)
         if census.admitted - self._trimmed_at >= MEMORY_TRIM_AFTER and len(census) * 4 <= census.peak:
             memory.give_back()  # a flood's buffers, freed but kept by malloc
             census.reset_peak()
             self._trimmed_at = census.admitted
         self._sweeper = asyncio.get_running_loop().call_later(SWEEP_EVERY_S, self._sweep)
 
-    def _refuse_plaintext(self, host: str) -> None:
-        if self._refused_plaintext(host):
+    def _refuse_plaintext(self, host: str, start: Start) -> None:
+        if self._refused_plaintext((host, start)):
             log.warning(
-                "refused a plaintext legacy JSON RPC connection from %s: this daemon requires mutual TLS "
-                "(msMonitor's dyno: --certs-dir)",
+                "refused a plaintext %s connection from %s: this daemon requires mutual TLS "
+                "(%s: --certs-dir)",
+                "gRPC" if start is Start.HTTP2 else "legacy JSON RPC",
                 host,
+                "dyno" if start is Start.HTTP2 else "msMonitor's dyno",
             )
 
 
-def _report(closed: Closed) -> None:
+def _report(closed: Closed, budget: int) -> None:
     """What the bounds closed in the last minute, in a line each (nothing when they closed nothing)."""
     for stage, count in closed.timed_out.items():
-        log.warning(
-            "closed %d connections %s for more than %g s", count, stage.value, BOUNDS[stage].timeout_s
-        )
+        timeout_s = BOUNDS[stage].timeout_s
+        log.warning("closed %d connections %s for more than %g s", count, stage.value, timeout_s)
     for stage, count in closed.over_cap.items():
         bound = BOUNDS[stage]
         log.warning(
@@ -238,12 +245,11 @@ def _report(closed: Closed) -> None:
             bound.total,
             bound.per_source,
         )
-    if closed.over_budget:
-        log.warning(
-            "closed %d new connections at once: the port holds all the connections its open files "
-            "limit allows",
-            closed.over_budget,
-        )
+    full = f"the port holds the {budget} connections its share of the open files limit allows"
+    for stage, count in closed.for_budget.items():
+        log.warning("closed %d connections %s for newer ones: %s", count, stage.value, full)
+    if closed.refused:
+        log.warning("closed %d new connections at once: %s, all past their handshake", closed.refused, full)
 
 
 async def _body(stream: Union[asyncio.StreamReader, TlsStream], already_read: bytes) -> bytes:

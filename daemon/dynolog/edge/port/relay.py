@@ -43,18 +43,21 @@ class Peers:
 class Handshake:
     """How far a relayed TLS connection's handshake has come, told from the outside by who spoke last
     and the client's record headers, for *advance*: finishing once the client answers the server's
-    first flight, served once the server sends something after the client's first encrypted record. In
-    TLS 1.3 that record carries the client's Finished (its certificate and proof before it), and what
-    the server sends next is its application's first bytes, or an alert before it closes; in TLS 1.2 it
-    is the client's first application data."""
+    first flight; served once the server speaks after a whole encrypted record the client sent after
+    that flight. In TLS 1.3 that record carries the client's Finished (its certificate and proof before
+    it): a server speaks after it only to go on (its application's first bytes) or to end (an alert,
+    then it closes). In TLS 1.2 it is the client's first application data, after both Finished. What the
+    client sent before the server spoke counts for nothing: an encrypted record can come only after."""
 
     def __init__(self, advance: Callable[[Stage], None]) -> None:
         self._advance = advance
         self._server_spoke = False
         self._finishing = False
-        self._client_encrypted = False
+        self._answered = False  # a whole encrypted record came from the client after the server spoke
         self._header = bytearray()
         self._record_left = 0  # bytes of the client's current record still to come
+        self._record_counts = False  # the current record began after the server spoke
+        self._record_encrypted = False
         self.finished = False
 
     def from_client(self, data: bytes) -> None:
@@ -62,23 +65,25 @@ class Handshake:
             self._finishing = True
             self._advance(Stage.FINISHING)
         pos = 0
-        while pos < len(data) and not self._client_encrypted:
+        while pos < len(data) and not self._answered:
             if self._record_left:
                 step = min(self._record_left, len(data) - pos)
                 self._record_left -= step
                 pos += step
+                self._answered = self._record_left == 0 and self._record_counts and self._record_encrypted
                 continue
             piece = data[pos : pos + _RECORD_HEADER - len(self._header)]
             self._header += piece
             pos += len(piece)
             if len(self._header) == _RECORD_HEADER:
-                self._client_encrypted = self._header[0] == _APPLICATION_DATA
+                self._record_counts = self._server_spoke
+                self._record_encrypted = self._header[0] == _APPLICATION_DATA
                 self._record_left = int.from_bytes(self._header[3:5], "big")
                 self._header.clear()
 
     def from_server(self, _: bytes) -> None:
         self._server_spoke = True
-        if self._client_encrypted and not self.finished:
+        if self._answered and not self.finished:
             self.finished = True
             self._advance(Stage.SERVED)
 

@@ -11,11 +11,12 @@ is one source.
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import logging
 import socket
 import struct
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 log = logging.getLogger("dynolog.edge.port")
 
@@ -30,6 +31,15 @@ _PORTS = struct.Struct("!HH")  # inet_diag_sockid: sport, dport (network order),
 _TAIL = struct.Struct("=III")  # inet_diag_sockid: interface, cookie (none: all ones)
 _UID_AT = _NLH.size + 4 + 48 + 12  # inet_diag_msg: 4 bytes, the sockid, expires, rqueue, wqueue, uid
 _ALL_STATES = 0xFFFFFFFF
+_STATE_AT = _NLH.size + 1  # inet_diag_msg: family, state
+_CLOSED_STATES = (6, 7)  # TCP_TIME_WAIT, TCP_CLOSE
+
+
+class _Client(enum.Enum):
+    GONE = "gone"  # its end is closed
+
+
+_GONE = _Client.GONE
 
 _MAPPED = "::ffff:"
 
@@ -45,27 +55,35 @@ class Sources:
     def __init__(self) -> None:
         self._diag: Optional[socket.socket] = None
         self._unavailable = False
+        self._sequence = 0
 
-    def of(self, sock: socket.socket, peer: Tuple[str, int]) -> str:
-        """The source of accepted connection *sock* from *peer* (what accept returned). On the path of
-        every connection a flood opens: text compared, no address parsed, for a loopback one."""
+    def of(self, sock: socket.socket, peer: Tuple[str, int]) -> Optional[str]:
+        """The source of accepted connection *sock* from *peer* (what accept returned); None when its
+        client's end is closed already (nothing to serve, and a closed socket's owner reads as root). On
+        the path of every connection a flood opens: text compared, no address parsed, for a loopback one."""
         host = _unmapped(peer[0])
         if not (host.startswith("127.") or host == "::1"):
             return remote_source(host)
         try:
             local = sock.getsockname()
         except OSError:
-            return LOOPBACK  # gone already: it will be closed, whatever its source
-        uid = self._uid(host, peer[1], _unmapped(local[0]), local[1])
-        return LOOPBACK if uid is None else local_user(uid)
+            return None
+        owner = self._owner(host, peer[1], _unmapped(local[0]), local[1])
+        if owner is _GONE:
+            return None
+        return local_user(owner) if isinstance(owner, int) else LOOPBACK
 
     def close(self) -> None:
         if self._diag is not None:
             self._diag.close()
             self._diag = None
 
-    def _uid(self, client: str, client_port: int, server: str, server_port: int) -> Optional[int]:
-        """The uid owning the client's end of a loopback connection between the two addresses."""
+    def _owner(
+        self, client: str, client_port: int, server: str, server_port: int
+    ) -> Union[int, _Client, None]:
+        """The uid owning the client's end of a loopback connection between the two addresses; _GONE
+        where it is closed (no such socket, or TIME_WAIT's, which reads uid 0); None where the kernel
+        does not say."""
         diag = self._socket()
         if diag is None:
             return None
@@ -82,16 +100,29 @@ class Sources:
             + addresses
             + _TAIL.pack(0, 0xFFFFFFFF, 0xFFFFFFFF)
         )
+        self._sequence = sequence = (self._sequence + 1) & 0xFFFFFFFF
+        header = _NLH.pack(_NLH.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, sequence, 0)
         try:
-            diag.send(
-                _NLH.pack(_NLH.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + request
-            )
-            answer = diag.recv(8192)
+            diag.send(header + request)
+            answer = self._answer(diag, sequence)
         except OSError:
             return None
-        if len(answer) < _UID_AT + 4 or _NLH.unpack_from(answer)[1] != _SOCK_DIAG_BY_FAMILY:
-            return None  # NLMSG_ERROR: the client's socket is not in this network namespace
+        if answer is None:
+            return None
+        if _NLH.unpack_from(answer)[1] != _SOCK_DIAG_BY_FAMILY:
+            return _GONE  # NLMSG_ERROR: no such socket (loopback is this network namespace's)
+        if len(answer) < _UID_AT + 4 or answer[_STATE_AT] in _CLOSED_STATES:
+            return _GONE
         return int(struct.unpack_from("=I", answer, _UID_AT)[0])
+
+    @staticmethod
+    def _answer(diag: socket.socket, sequence: int) -> Optional[bytes]:
+        """The kernel's answer to request *sequence*: one left by a lookup that timed out is skipped."""
+        for _ in range(4):
+            answer = diag.recv(8192)
+            if len(answer) >= _NLH.size and _NLH.unpack_from(answer)[3] == sequence:
+                return answer
+        return None
 
     def _socket(self) -> Optional[socket.socket]:
         if self._diag is None and not self._unavailable:
