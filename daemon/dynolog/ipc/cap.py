@@ -1,6 +1,6 @@
 """How many processes may be registered at once (``--max-ipc-clients``), in all and per uid.
 
-Every registration is a record, a pidfd while they last (pidwatch.budget) and work on every sweep and
+Every registration is a record, a pidfd while they last (descriptors.share) and work on every sweep and
 listing; any process of an allowed uid can fork thousands of children that each register. Past the cap
 a new process is refused: no ``mm.ack`` and no reply to its ``req`` or ``ctxt`` (the protocol has no
 refusal message, and stock Kineto would not read one), so it retries with its next heartbeat or poll
