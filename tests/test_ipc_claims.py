@@ -24,6 +24,7 @@ import pytest
 
 from dynolog.core.descriptors import RESERVED
 from harness import Daemon, Workload, rest_of_output
+from msmonitor_contract import wire
 
 OTHER_UID = 65534  # nobody
 AS_OTHER = ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups"]
@@ -94,6 +95,46 @@ def test_a_claimed_ancestor_selects_nothing(netns_holder: int, tmp_path: Path, k
         if not kineto:  # pushed at once to the plugin (Kineto's child would have to poll for it)
             assert f"heard mm.command pid={child}" in heard(victim)
             assert "heard" not in heard(claimant), "the claimant got the victim's command"
+    finally:
+        for workload in started:
+            workload.stop()
+        daemon.cleanup()
+
+
+# An interpreter the other user may run inside a user namespace of its own (this one may live under
+# /root); the registrants need the standard library and msmonitor_contract alone.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@needs_root
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON} for another user")
+def test_pids_a_user_picked_in_a_pid_namespace_of_its_own_select_nothing(netns_holder: int, tmp_path: Path):
+    """Any user may create a user namespace, and in it a pid namespace whose pids it picks
+    (``ns_last_pid``): another allowed uid gives its process the victim's pid there. The kernel's NSpid
+    then says so, truly; ``--pids <victim>`` still selects the victim's alone, as the claimant's user
+    namespace is not the daemon's."""
+    daemon = Daemon(tmp_path / "d", ["--ipc-socket-dir=", "--ipc-allowed-uids", f"0,{OTHER_UID}"])
+    daemon.netns_of = netns_holder
+    started: List[Workload] = []
+    try:
+        daemon.start()
+        victim = registrants(1, address="@dynolog", netns_of=netns_holder)
+        started.append(victim.start())
+        (target,) = verdicts(victim)["acked"]
+        own_namespaces = [
+            *AS_OTHER,
+            *("unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"),
+            *("env", f"PYTHONPATH={Path(wire.__file__).parents[1]}"),
+            *("sh", "-c", 'echo "$0" > /proc/sys/kernel/ns_last_pid && exec "$@"', str(target - 1)),
+        ]
+        claimant = registrants(
+            1, address="@dynolog", netns_of=netns_holder, launcher=own_namespaces, python=SYSTEM_PYTHON
+        )
+        started.append(claimant.start())
+        (impostor,) = verdicts(claimant)["acked"]
+        listed = {p["host_pid"]: p for p in daemon.processes()}
+        assert listed[impostor]["pid"] == target, "the kernel's NSpid: the pid it picked in its namespace"
+        assert selected(daemon, tmp_path, [target]) == [target]
     finally:
         for workload in started:
             workload.stop()

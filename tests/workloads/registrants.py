@@ -52,7 +52,7 @@ def child(args: argparse.Namespace, daemon: wire.Address, report: int) -> None:
     """Register, tell the parent whether the daemon answered, then print what it sends."""
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(b"\0mm-registrant-" + str(os.getpid()).encode())
+    sock.bind(b"")  # an abstract name of the kernel's: a pid is not unique across pid namespaces
     sock.sendto(registration(args), daemon)
     answered = bool(select.select([sock], [], [], args.ack_s)[0])
     if answered:

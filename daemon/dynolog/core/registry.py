@@ -38,7 +38,8 @@ class ProcessRecord:
     # allowed uid that claimed a victim's pid as its ancestor would be selected by `--pids <victim>`.
     ancestors: Tuple[int, ...] = ()  # in the process's own pid namespace: they differ inside a container
     host_ancestors: Tuple[int, ...] = ()  # in the daemon's
-    pid_known: bool = True  # whether *pid* is the kernel's (a claim selects nothing)
+    pid_known: bool = True  # whether *pid* is the kernel's and may select it (a claim selects nothing)
+    ancestors_known: bool = True  # whether *ancestors* may select it (see _new_record)
     job_id: int = 0
     rank: int = -1
     local_rank: int = -1
@@ -74,7 +75,8 @@ class ProcessRecord:
         """Every pid a ``--pids`` filter may name: itself and its ancestors, in both pid namespaces, all
         as the kernel numbers them."""
         own = (self.pid,) if self.pid_known else ()
-        return (self.host_pid, *own, *self.ancestors, *self.host_ancestors)
+        inner = self.ancestors if self.ancestors_known else ()
+        return (self.host_pid, *own, *inner, *self.host_ancestors)
 
     @property
     def accepts_push(self) -> bool:
@@ -105,17 +107,32 @@ def _cmdline(host_pid: int) -> bytes:
 
 def _new_record(sender: Sender, claimed: int) -> ProcessRecord:
     """A new process's record: its pids and ancestors read from /proc; its claimed pid is kept only to
-    be shown where /proc says nothing."""
+    be shown where /proc says nothing.
+
+    Its pids inside a pid namespace of its own are matched only where that namespace is the daemon's
+    user namespace's: a user who may create user namespaces (most distributions let anyone) makes a pid
+    namespace of its own and picks the pids in it (``ns_last_pid``, ``clone3``), a victim's among them.
+    A container run by root keeps its pids; a rootless one is matched by its host pids."""
     own = ns_pids(sender.pid)
     host_ancestors = tuple(pids.ancestors(sender.pid))
+    trusted = len(own) <= 1 or _in_our_user_namespace(sender.pid)
     return ProcessRecord(
         host_pid=sender.pid,
         pid=own[-1] if own else claimed,
         uid=sender.uid,
         ancestors=inner_ancestors(len(own), host_ancestors),
         host_ancestors=host_ancestors,
-        pid_known=bool(own),
+        pid_known=bool(own) and trusted,
+        ancestors_known=trusted,
     )
+
+
+def _in_our_user_namespace(host_pid: int) -> bool:
+    try:
+        theirs, ours = os.stat(f"/proc/{host_pid}/ns/user"), os.stat("/proc/self/ns/user")
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def _is_helper_of(record: ProcessRecord, job: ProcessRecord) -> bool:
