@@ -23,25 +23,24 @@ What a client that sends slowly (slowloris) can hold, and for how long, is bound
 
 Such an attacker can have thousands of requests cut a second: they are logged once per kind every
 :data:`CUT_LOG_EVERY_S`, and new connections wait in a listen backlog as long as the kernel allows.
+The mechanism is :mod:`msmonitor_contract.slow_clients`, which the daemon's Prometheus exporter shares.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import io
 import json
-import math
 import os
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from msmonitor_contract.numbers import strict_int
+from msmonitor_contract.slow_clients import Connection, Cut, HeadReader, SlotServer, SparseLog
 
 from ..exits import EXIT_USAGE, CliError
 from .alerts import BadPayload, Notification, parse
@@ -124,199 +123,6 @@ class TokenFile:
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-class _SparseLog:
-    """At most one line per kind every *every* seconds, the lines held back counted in the next one: a
-    client can have requests cut by the thousand a second, and a line each would fill the log (and hold
-    handler threads on a slow one)."""
-
-    def __init__(self, log: Log, every: float) -> None:
-        self.log, self.every = log, every
-        self._lock = threading.Lock()
-        self._next: Dict[object, float] = {}
-        self._held: Dict[object, int] = {}
-
-    def __call__(self, kind: object, line: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now < self._next.get(kind, -math.inf):
-                self._held[kind] = self._held.get(kind, 0) + 1
-                return
-            self._next[kind] = now + self.every
-            held = self._held.pop(kind, 0)
-        self.log(f"{line} (and {held} more since the last such line)" if held else line)
-
-    def flush(self) -> None:
-        """The counts still held back, when nothing more will come to carry them."""
-        with self._lock:
-            held, self._held = self._held, {}
-        for kind, count in held.items():
-            self.log(f"{count} more request(s) cut ({kind}) since the last such line")
-
-
-class _Cut(Exception):
-    """The request is not read any further: answered *code*, the connection closed."""
-
-    def __init__(self, code: int, why: str, headers: Optional[Dict[str, str]] = None) -> None:
-        super().__init__(why)
-        self.code, self.why, self.headers = code, why, headers
-
-
-class _Connection:
-    """One accepted connection: its deadline, and whether it may still be closed to make room (it is
-    still sending its request) or was."""
-
-    def __init__(self, sock: socket.socket, deadline: float, timeout: float) -> None:
-        self.sock, self.deadline, self.timeout = sock, deadline, timeout
-        self.reading = True
-        self.evicted = False
-
-    def recv_into(self, view: memoryview) -> int:
-        """Bytes into *view*, waiting no longer than the request's deadline."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise self._late()
-        self.sock.settimeout(left)  # the time left, not a fresh timeout per read
-        try:
-            count = self.sock.recv_into(view)
-        except socket.timeout:
-            raise self._late() from None
-        if count == 0 and self.evicted:  # the read was ended by shutdown(SHUT_RD), not by the client
-            raise _Cut(503, "closed for a newer connection: every slot taken", {"Retry-After": "1"})
-        return count
-
-    def _late(self) -> _Cut:
-        return _Cut(408, f"request not in within {self.timeout:g}s (--request-timeout)")
-
-
-class _Reader(io.RawIOBase):
-    """The connection's bytes for http.server's buffered reads: within the deadline, and no more than
-    :data:`MAX_HEAD` of them until the headers are read (then the body's Content-Length bounds them)."""
-
-    def __init__(self, connection: _Connection) -> None:
-        super().__init__()
-        self.connection = connection
-        self.head_left: Optional[int] = MAX_HEAD
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self.head_left is not None:
-            if self.head_left <= 0:  # a read asked for while the headers are still not complete
-                raise _Cut(431, f"request line and headers over {MAX_HEAD // 1024} KiB")
-            view = view[: self.head_left]
-        count = self.connection.recv_into(view)
-        if self.head_left is not None:
-            self.head_left -= count
-        return count
-
-
-class Webhook(ThreadingHTTPServer):
-    """The server; each request on a thread of its own, none of which outlives its request."""
-
-    daemon_threads = True
-    # The listen backlog (the kernel caps it at net.core.somaxconn): a flood of connections waits there
-    # for the accept loop; past it the kernel drops new ones unseen, a real post's among them, and its
-    # client waits for a SYN retransmission (1 s, then 3 s, 7 s ...).
-    request_queue_size = socket.SOMAXCONN
-
-    def __init__(
-        self, address: Tuple[str, int], token: Optional[TokenFile], submit: Submit, log: Log, limits: Limits
-    ) -> None:
-        self.token, self.submit, self.log, self.limits = token, submit, log, limits
-        self.log_cut = _SparseLog(log, CUT_LOG_EVERY_S)
-        self._slots = threading.BoundedSemaphore(limits.connections)
-        self._lock = threading.Lock()
-        self._open: Dict[socket.socket, _Connection] = {}  # in the order accepted: the oldest first
-        super().__init__(address, _Handler)
-
-    @property
-    def max_body(self) -> int:
-        return self.limits.max_body
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        timeout = self.limits.request_timeout
-        connection = _Connection(request, time.monotonic() + timeout, timeout)
-        if not self._slots.acquire(blocking=False) and not self._make_room():
-            self.log_cut(
-                "busy", f"{client_address[0]}:{client_address[1]}: 503 (every slot taken, none freed in time)"
-            )
-            _busy(request)
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self._open[request] = connection
-        try:
-            super().process_request(request, client_address)
-        except Exception as exc:  # no thread for it (RuntimeError: can't start new thread): 503, not a leak
-            self._give_back(request)
-            self.log_cut(
-                "no thread", f"{client_address[0]}:{client_address[1]}: 503 (no thread to serve it: {exc})"
-            )
-            _busy(request)
-            self.shutdown_request(request)
-        except BaseException:
-            self._give_back(request)
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._give_back(request)
-
-    def _give_back(self, request: Any) -> None:
-        """*request*'s slot, once: by its thread as it ends, or by the accept loop where no thread started."""
-        with self._lock:
-            held = self._open.pop(request, None) is not None
-        if held:
-            self._slots.release()
-
-    def connection(self, request: socket.socket) -> _Connection:
-        with self._lock:
-            return self._open[request]
-
-    def answering(self, connection: _Connection) -> None:
-        """*connection*'s request is read: it is no longer one to close to make room."""
-        with self._lock:
-            connection.reading = False
-
-    def open_connections(self) -> int:
-        with self._lock:
-            return len(self._open)
-
-    def server_close(self) -> None:
-        """Also end the reads still waiting, so that no handler thread outlives the server."""
-        super().server_close()
-        with self._lock:
-            waiting = [c for c in self._open.values() if c.reading]
-        for connection in waiting:
-            _end_reads(connection.sock)
-        self.log_cut.flush()
-
-    def _make_room(self) -> bool:
-        """Close the oldest connection still sending its request and take its slot; False when none
-        is, or its thread did not give the slot back within :data:`EVICT_WAIT_S`."""
-        with self._lock:
-            oldest = next((c for c in self._open.values() if c.reading), None)
-            if oldest is None:
-                return False
-            oldest.reading, oldest.evicted = False, True
-        _end_reads(oldest.sock)  # its thread wakes from recv, answers 503 and gives its slot back
-        return self._slots.acquire(timeout=EVICT_WAIT_S)
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-
-def _end_reads(sock: socket.socket) -> None:
-    """Wake the thread waiting in *sock*'s recv (it reads end of file); its answer can still be sent."""
-    with contextlib.suppress(OSError):  # the client is already gone
-        sock.shutdown(socket.SHUT_RD)
-
-
 _BUSY_BODY = json.dumps({"error": "busy: every connection slot taken; retry later"}).encode()
 _BUSY = (
     b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
@@ -325,11 +131,34 @@ _BUSY = (
 )
 
 
-def _busy(request: socket.socket) -> None:
-    """503 to a connection with no thread to serve it, written without waiting (it is the accept loop's)."""
-    with contextlib.suppress(OSError):  # what did not fit, or a client gone: closed all the same
-        request.setblocking(False)
-        request.send(_BUSY)
+class Webhook(SlotServer, ThreadingHTTPServer):
+    """The server; each request on a thread of its own, none of which outlives its request."""
+
+    daemon_threads = True
+    # The listen backlog (the kernel caps it at net.core.somaxconn): a flood of connections waits there
+    # for the accept loop; past it the kernel drops new ones unseen, a real post's among them, and its
+    # client waits for a SYN retransmission (1 s, then 3 s, 7 s ...).
+    request_queue_size = socket.SOMAXCONN
+    busy_response = _BUSY
+    evict_wait_s = EVICT_WAIT_S
+
+    def __init__(
+        self, address: Tuple[str, int], token: Optional[TokenFile], submit: Submit, log: Log, limits: Limits
+    ) -> None:
+        self.token, self.submit, self.log, self.limits = token, submit, log, limits
+        self.init_slots(limits.connections, SparseLog(log, CUT_LOG_EVERY_S))
+        super().__init__(address, _Handler)
+
+    @property
+    def max_body(self) -> int:
+        return self.limits.max_body
+
+    def new_connection(self, request: Any) -> Connection:
+        return Connection(request, self.limits.request_timeout, " (--request-timeout)")
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -343,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection_state = self.server.connection(self.request)
         self.rfile.close()  # http.server's own, replaced by one that keeps the deadline
-        self.head = _Reader(self.connection_state)
+        self.head = HeadReader(self.connection_state, MAX_HEAD)
         self.rfile = io.BufferedReader(self.head)
         # What a refusal names before the request line is read (http.server sets them as it reads it).
         self.requestline, self.request_version, self.command, self.path = "", "HTTP/1.0", "", ""
@@ -352,11 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             try:
                 self.handle_one_request()
-            except _Cut as cut:
-                self.server.log_cut(cut.code, f"{self._who()}: {self._what()}: {cut.code} ({cut.why})")
+            except Cut as cut:
+                self.server.cut(cut.code, f"{self._who()}: {self._what()}: {cut.code} ({cut.why})")
                 self._answer(cut.code, {"error": cut.why}, cut.headers)
         except OSError as exc:  # the client went away, or stopped reading its answer
-            self.server.log_cut("lost", f"{self._who()}: connection lost ({exc})")
+            self.server.cut("lost", f"{self._who()}: connection lost ({exc})")
 
     def parse_request(self) -> bool:
         parsed = super().parse_request()
@@ -385,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         except BadPayload as exc:
             return self._refuse(400, f"not an Alertmanager notification: {exc}")
         except OSError as exc:  # the client stopped sending, or sent too slowly
-            return self.server.log_cut("lost", f"{self._who()}: POST {PATH}: body not received ({exc})")
+            return self.server.cut("lost", f"{self._who()}: POST {PATH}: body not received ({exc})")
         try:
             waiting = self.server.submit(notification)
         except QueueFull:

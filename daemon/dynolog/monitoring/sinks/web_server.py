@@ -7,7 +7,7 @@ handshake runs on the connection's own thread.
 
 The exporter shares the daemon's open files limit, and any local user can connect to it, so what a client
 that sends slowly (slowloris) can hold, and for how long, is bounded as ``dyno respond``'s webhook bounds
-it:
+it, by the same code (:mod:`msmonitor_contract.slow_clients`):
 
 - a deadline for the whole request (:data:`REQUEST_TIMEOUT_S`): the TLS handshake, the request line and
   the headers, however the bytes trickle in. Each read waits only for the time left; a request not in by
@@ -41,11 +41,10 @@ import socket
 import ssl
 import threading
 import time
-from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Iterable, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ...core.logs import Once
+from msmonitor_contract.slow_clients import Connection, Cut, HeadReader, SlotServer, SparseLog
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -70,99 +69,10 @@ BCRYPT_WAIT_S = 1.0  # for the turn to check a password; past it, 503
 BCRYPT_WAITERS = 16  # requests waiting for that turn (half the connections); one more: 503 at once
 
 
-class _Cut(Exception):
-    """The request is not read any further: answered *code* (when it can be), the connection closed."""
-
-    def __init__(self, code: int, why: str) -> None:
-        super().__init__(why)
-        self.code, self.why = code, why
-
-
-class _Connection:
-    """One accepted connection: its socket (the TLS one once wrapped), the deadline of what it is doing
-    (its request, then its answer), and whether it may still be closed to make room or was."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        self.reading = True  # still in its handshake or sending its request: may be closed to make room
-        self.evicted = False
-
-    def _left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def handshake(self) -> None:
-        """The TLS handshake, within the deadline (do_handshake's timeout is for the whole of it)."""
-        assert isinstance(self.sock, ssl.SSLSocket)
-        left = self._left()
-        if self.evicted:
-            raise ConnectionAbortedError("closed for a newer connection")
-        if left <= 0:
-            raise socket.timeout(f"not done within {REQUEST_TIMEOUT_S:g}s")
-        self.sock.settimeout(left)
-        self.sock.do_handshake()
-
-    def recv_into(self, view: memoryview) -> int:
-        """Bytes of the request into *view*, waiting no longer than its deadline."""
-        left = self._left()
-        if left <= 0:
-            raise self._late()
-        self.sock.settimeout(left)  # the time left, not a fresh timeout per read
-        try:
-            count = self.sock.recv_into(view)
-        except socket.timeout:
-            raise self._late() from None
-        if count == 0 and self.evicted:  # the read was ended by shutdown(SHUT_RD), not by the client
-            raise _Cut(503, f"closed for a newer connection: all {MAX_CONNECTIONS} connections taken")
-        return count
-
-    def send(self, view: memoryview) -> int:
-        """Bytes of the answer, within its deadline; ConnectionAbortedError past it, which wsgiref takes
-        as a client gone (no traceback)."""
-        left = self._left()
-        if left <= 0:
-            raise ConnectionAbortedError(f"answer not read within {ANSWER_TIMEOUT_S:g}s")
-        self.sock.settimeout(left)
-        try:
-            return self.sock.send(view)
-        except socket.timeout:
-            raise ConnectionAbortedError(f"answer not read within {ANSWER_TIMEOUT_S:g}s") from None
-        except OSError as exc:  # an SSL error or a reset: the client is gone all the same
-            raise ConnectionAbortedError(str(exc)) from exc
-
-    @staticmethod
-    def _late() -> _Cut:
-        return _Cut(408, f"request not in within {REQUEST_TIMEOUT_S:g}s")
-
-
-class _Reader(io.RawIOBase):
-    """The connection's bytes for http.server's buffered reads: within the deadline, and no more than
-    :data:`MAX_HEAD` of them until the headers are read."""
-
-    def __init__(self, connection: _Connection) -> None:
-        super().__init__()
-        self.connection = connection
-        self.head_left: Optional[int] = MAX_HEAD
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self.head_left is not None:
-            if self.head_left <= 0:  # a read asked for while the headers are still not complete
-                raise _Cut(431, f"request line and headers over {MAX_HEAD // 1024} KiB")
-            view = view[: self.head_left]
-        count = self.connection.recv_into(view)
-        if self.head_left is not None:
-            self.head_left -= count
-        return count
-
-
 class _Writer(io.BufferedIOBase):
     """The answer's bytes, each write whole (http.server does not look at what a write returns)."""
 
-    def __init__(self, connection: _Connection) -> None:
+    def __init__(self, connection: Connection) -> None:
         super().__init__()
         self.connection = connection
 
@@ -183,14 +93,14 @@ class _Handler(WSGIRequestHandler):
 
     server: _Server
 
-    def __init__(self, request: Any, client_address: Any, server: _Server, connection: _Connection) -> None:
+    def __init__(self, request: Any, client_address: Any, server: _Server, connection: Connection) -> None:
         self.state = connection
         super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         super().setup()
         self.rfile.close()  # socketserver's own, replaced by ones that keep the deadline
-        self.head = _Reader(self.state)
+        self.head = HeadReader(self.state, MAX_HEAD)
         self.rfile = io.BufferedReader(self.head)
         self.wfile = _Writer(self.state)
         # What a refusal names before the request line is read (http.server sets them as it reads it).
@@ -199,7 +109,7 @@ class _Handler(WSGIRequestHandler):
     def handle(self) -> None:
         try:
             super().handle()
-        except _Cut as cut:
+        except Cut as cut:
             self.server.cut(cut.code, f"{self.client_address[0]}: {cut.code} ({cut.why})")
             self.server.answering(self.state)
             with contextlib.suppress(OSError):  # the client is gone, or not reading
@@ -217,47 +127,40 @@ class _Handler(WSGIRequestHandler):
         """No line per scrape on stderr (wsgiref's default)."""
 
 
-class _Server(ThreadingMixIn, WSGIServer):
+_BUSY_BODY = f"503 Service Unavailable: all {MAX_CONNECTIONS} connections are taken; retry\n".encode()
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
+def _warn(line: str) -> None:
+    log.warning("Prometheus exporter: %s", line)
+
+
+class _Server(SlotServer, WSGIServer):
     daemon_threads = True  # a scrape in progress never holds up the daemon's exit
     # The listen backlog (the kernel caps it at net.core.somaxconn): a flood of connections waits there
     # for the accept loop, holding none of the daemon's descriptors.
     request_queue_size = socket.SOMAXCONN
+    answer_timeout_s = ANSWER_TIMEOUT_S
+    evict_wait_s = EVICT_WAIT_S
 
     def __init__(self, address: Tuple[str, int], family: int, tls: Optional[ssl.SSLContext]) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
         self.tls = tls
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._lock = threading.Lock()
-        self._open: Dict[Any, _Connection] = {}  # by accepted socket, in the order accepted
-        self._said = _SparseWarning(CUT_LOG_EVERY_S)
+        # Plain HTTP on a TLS connection is no answer: a TLS one no slot is found for is closed unanswered.
+        self.busy_response = _BUSY if tls is None else None
+        self.init_slots(MAX_CONNECTIONS, SparseLog(_warn, CUT_LOG_EVERY_S))
         # finish_request makes each _Handler itself, with its connection's state.
         super().__init__(address, WSGIRequestHandler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False) and not self._make_room():
-            self.cut("busy", f"{client_address[0]}: 503 (all {MAX_CONNECTIONS} connections taken, none "
-                     "still sending its request)")  # fmt: skip
-            if self.tls is None:
-                _busy(request)
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self._open[request] = _Connection(request)
-        try:
-            super().process_request(request, client_address)
-        except BaseException:  # no thread (the process is out of them): the slot is not lost
-            self._done(request)
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._done(request)
+    def new_connection(self, request: Any) -> Connection:
+        return Connection(request, REQUEST_TIMEOUT_S, evicted_why=f"all {MAX_CONNECTIONS} connections taken")
 
     def finish_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            state = self._open[request]
+        state = self.connection(request)
         connection = request if self.tls is None else self._handshake(request, state, client_address)
         if connection is None:
             return
@@ -267,7 +170,7 @@ class _Server(ThreadingMixIn, WSGIServer):
             if connection is not request:
                 connection.close()  # the plain socket was detached into it: shutdown_request cannot close it
 
-    def _handshake(self, request: Any, state: _Connection, client_address: Any) -> Optional[ssl.SSLSocket]:
+    def _handshake(self, request: Any, state: Connection, client_address: Any) -> Optional[ssl.SSLSocket]:
         assert self.tls is not None
         try:
             connection = self.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
@@ -285,77 +188,6 @@ class _Server(ThreadingMixIn, WSGIServer):
             connection.close()
             return None
         return connection
-
-    def answering(self, connection: _Connection) -> None:
-        """*connection*'s request is read: no longer one to close to make room; its answer's deadline."""
-        with self._lock:
-            connection.reading = False
-            connection.deadline = time.monotonic() + ANSWER_TIMEOUT_S
-
-    def cut(self, kind: Hashable, line: str) -> None:
-        self._said(kind, f"Prometheus exporter: {line}")
-
-    def server_close(self) -> None:
-        """Also end the reads still waiting, so that no handler thread outlives the server."""
-        super().server_close()
-        with self._lock:
-            waiting = [c.sock for c in self._open.values() if c.reading]
-        for sock in waiting:
-            _end_reads(sock)
-
-    def _done(self, request: Any) -> None:
-        with self._lock:
-            self._open.pop(request, None)
-        self._slots.release()
-
-    def _make_room(self) -> bool:
-        """Close the oldest connection still sending its request and take its slot; False when none
-        is, or its thread did not give the slot back within :data:`EVICT_WAIT_S`."""
-        with self._lock:
-            oldest = next((c for c in self._open.values() if c.reading), None)
-            if oldest is None:
-                return False
-            oldest.reading, oldest.evicted = False, True
-            sock = oldest.sock
-        _end_reads(sock)  # its thread wakes from recv, answers 503 and gives its slot back
-        return self._slots.acquire(timeout=EVICT_WAIT_S)
-
-
-def _end_reads(sock: socket.socket) -> None:
-    """Wake the thread waiting in *sock*'s recv or handshake (it reads end of file); its answer can still
-    be sent. socket.socket's own shutdown: an SSLSocket's would drop its TLS state first."""
-    with contextlib.suppress(OSError):  # the client is already gone
-        socket.socket.shutdown(sock, socket.SHUT_RD)
-
-
-_BUSY_BODY = f"503 Service Unavailable: all {MAX_CONNECTIONS} connections are taken; retry\n".encode()
-_BUSY = (
-    b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n"
-    + f"Content-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
-    + _BUSY_BODY
-)
-
-
-def _busy(request: socket.socket) -> None:
-    """503 to a connection with no thread to serve it, written without waiting (it is the accept loop's)."""
-    with contextlib.suppress(OSError):  # what did not fit, or a client gone: closed all the same
-        request.setblocking(False)
-        request.send(_BUSY)
-
-
-class _SparseWarning:
-    """A warning per kind at most every *every* seconds: what a client can cause by the thousand a
-    second must not fill the log."""
-
-    def __init__(self, every: float) -> None:
-        self._once = Once(period_s=every)
-        self._lock = threading.Lock()  # Once is not thread-safe; the lines come from handler threads
-
-    def __call__(self, kind: Hashable, line: str) -> None:
-        with self._lock:
-            new = self._once(kind)
-        if new:
-            log.warning("%s (at most one such line every %gs)", line, CUT_LOG_EVERY_S)
 
 
 def serve(
@@ -400,13 +232,13 @@ class BasicAuth:
         # takes as long whether the name exists or not, and so does not tell which do.
         cost = max(int(h.split(b"$")[2]) for h in self.users.values())
         self._decoy = bcrypt.hashpw(secrets.token_urlsafe(16).encode(), bcrypt.gensalt(cost))
-        self._said = _SparseWarning(CUT_LOG_EVERY_S)
+        self._said = SparseLog(_warn, CUT_LOG_EVERY_S)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         try:
             allowed = self.allowed(environ.get("HTTP_AUTHORIZATION", ""))
         except _Busy as busy:
-            self._said("bcrypt", f"Prometheus exporter: 503 to {environ.get('REMOTE_ADDR')}: {busy}")
+            self._said("bcrypt", f"503 to {environ.get('REMOTE_ADDR')}: {busy}")
             start_response(
                 "503 Service Unavailable",
                 [("Retry-After", "1"), ("Content-Type", "text/plain; charset=utf-8")],
