@@ -24,6 +24,7 @@ import pytest
 from dyno.fleet.target import Target
 from dyno.respond import ENV, alerts, capture, jobs, responder, store, webhook
 from harness import Completed, dyno, free_port, wait_until
+from msmonitor_contract import slow_clients
 from respond_harness import (
     MEASURED,
     STARTS_AT,
@@ -533,7 +534,7 @@ def test_a_connection_no_thread_could_start_for_is_answered_503_and_gives_its_sl
     assert r.server.open_connections() == 0
     began = time.monotonic()
     assert post(r.port, notification())[0] == 200
-    assert time.monotonic() - began < webhook.EVICT_WAIT_S  # no wait for a slot to be made
+    assert time.monotonic() - began < slow_clients.EVICT_WAIT_S  # no wait for a slot to be made
     cut = [line for line in r.log if "no thread" in line]
     assert len(cut) == 1 and "503 (no thread to serve it: can't start new thread)" in cut[0], r.log
 

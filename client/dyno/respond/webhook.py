@@ -53,7 +53,6 @@ REQUEST_TIMEOUT_S = 10.0  # the whole request; Alertmanager's arrives in millise
 MAX_CONNECTIONS = 128  # requests served at once, a thread each (most of them waiting in a read)
 MAX_HEAD = 64 << 10  # request line and headers; Alertmanager sends a few hundred bytes
 ANSWER_TIMEOUT_S = 5.0  # an answer is under 1 KiB: it fits the socket's buffer, whoever does not read it
-EVICT_WAIT_S = 1.0  # for the thread of a connection closed to make room to give back its slot
 CUT_LOG_EVERY_S = 10.0  # a line per kind of cut request at most this often; the others counted in it
 
 
@@ -140,7 +139,6 @@ class Webhook(SlotServer, ThreadingHTTPServer):
     # client waits for a SYN retransmission (1 s, then 3 s, 7 s ...).
     request_queue_size = socket.SOMAXCONN
     busy_response = _BUSY
-    evict_wait_s = EVICT_WAIT_S
 
     def __init__(
         self, address: Tuple[str, int], token: Optional[TokenFile], submit: Submit, log: Log, limits: Limits

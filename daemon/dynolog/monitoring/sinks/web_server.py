@@ -58,7 +58,6 @@ MAX_HEAD = 64 << 10  # request line and headers; a scraper sends a few hundred b
 # Connections served at once, a thread and a descriptor each: a node has a scraper or two.
 MAX_CONNECTIONS = 32
 ANSWER_TIMEOUT_S = 10.0  # to send the page, however slowly the client reads it
-EVICT_WAIT_S = 1.0  # for the thread of a connection closed to make room to give back its slot
 CUT_LOG_EVERY_S = 60.0  # a warning per kind of cut request at most this often
 # How long a verified user and password are taken without bcrypt again after their last use: bcrypt
 # costs about 60 ms at cost 10 by design, and Prometheus scrapes every 15 s. The file cannot change while
@@ -145,7 +144,6 @@ class _Server(SlotServer, WSGIServer):
     # for the accept loop, holding none of the daemon's descriptors.
     request_queue_size = socket.SOMAXCONN
     answer_timeout_s = ANSWER_TIMEOUT_S
-    evict_wait_s = EVICT_WAIT_S
 
     def __init__(self, address: Tuple[str, int], family: int, tls: Optional[ssl.SSLContext]) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it makes the socket
