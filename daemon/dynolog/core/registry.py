@@ -118,7 +118,7 @@ def _new_record(sender: Sender, claimed: int) -> ProcessRecord:
     trusted = len(own) <= 1 or _in_our_user_namespace(sender.pid)
     return ProcessRecord(
         host_pid=sender.pid,
-        pid=own[-1] if own else claimed,
+        pid=_innermost(own, claimed),
         uid=sender.uid,
         ancestors=inner_ancestors(len(own), host_ancestors),
         host_ancestors=host_ancestors,
@@ -166,7 +166,10 @@ def inner_pid(host_pid: int, claimed: int) -> int:
     The kernel's word beats the process's claim; where /proc says nothing the claim stands, for
     display only (:attr:`ProcessRecord.pid_known`).
     """
-    own = ns_pids(host_pid)
+    return _innermost(ns_pids(host_pid), claimed)
+
+
+def _innermost(own: Tuple[int, ...], claimed: int) -> int:
     return own[-1] if own else claimed
 
 
